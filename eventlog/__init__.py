@@ -1,0 +1,69 @@
+"""The append-only, hash-chained event log: flightlog's only source of truth."""
+
+# Layering: eventlog is the bottom layer. It imports nothing from projections, actors or
+# tools (a test enforces this); everything else builds on it.
+
+from . import events
+from ._catalogue import Event
+from ._clock import Clock, ManualClock, SystemClock, from_micros, to_micros
+from ._codec import decode, encode
+from ._errors import (
+    ConcurrencyError,
+    CorruptDatabaseError,
+    DiskFullError,
+    EventLogError,
+    IdempotencyConflict,
+    LogClosedError,
+    ReadOnlyDatabaseError,
+    StorageError,
+    StreamNameError,
+    UnknownEventType,
+)
+from ._log import EventLog
+from ._open import open_log
+from ._record import (
+    ANY,
+    EXISTS,
+    GENESIS_HASH,
+    NO_STREAM,
+    Expect,
+    ExpectedVersion,
+    Head,
+    NewEvent,
+    Record,
+    VerifyResult,
+)
+
+__all__ = [
+    "ANY",
+    "EXISTS",
+    "GENESIS_HASH",
+    "NO_STREAM",
+    "Clock",
+    "ConcurrencyError",
+    "CorruptDatabaseError",
+    "DiskFullError",
+    "Event",
+    "EventLog",
+    "EventLogError",
+    "Expect",
+    "ExpectedVersion",
+    "Head",
+    "IdempotencyConflict",
+    "LogClosedError",
+    "ManualClock",
+    "NewEvent",
+    "ReadOnlyDatabaseError",
+    "Record",
+    "StorageError",
+    "StreamNameError",
+    "SystemClock",
+    "UnknownEventType",
+    "VerifyResult",
+    "decode",
+    "encode",
+    "events",
+    "from_micros",
+    "open_log",
+    "to_micros",
+]

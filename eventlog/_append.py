@@ -1,0 +1,141 @@
+"""Backend-independent pieces of an append: encoding, chaining and idempotent retries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from ._catalogue import Event
+from ._chain import Hasher, canonical_bytes
+from ._codec import encode
+from ._errors import IdempotencyConflict
+from ._record import ExpectedVersion, NewEvent, Record
+
+_SORT = orjson.OPT_SORT_KEYS
+
+
+@dataclass(slots=True)
+class EncodedEvent:
+    """An event whose data and meta are already canonical JSON bytes."""
+
+    type: str
+    schema: int
+    data_json: bytes
+    meta_json: bytes
+    event_id: str
+
+
+@dataclass(slots=True)
+class AppendRequest:
+    """One caller's append, waiting in the group-commit queue."""
+
+    stream: str
+    events: list[EncodedEvent]
+    expect: ExpectedVersion
+    result: list[Record] | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
+    out = []
+    for ev in events:
+        new = ev if isinstance(ev, NewEvent) else encode(ev)
+        if not isinstance(new, NewEvent):
+            raise TypeError(f"cannot append {type(ev).__name__}: not a NewEvent or catalogue event")
+        out.append(
+            EncodedEvent(
+                new.type,
+                int(new.schema),
+                orjson.dumps(new.data, option=_SORT),
+                orjson.dumps(new.meta, option=_SORT),
+                str(new.event_id),
+            )
+        )
+    return out
+
+
+Row = tuple[int, str, int, str, int, bytes, bytes, str, int, str, str]
+
+
+def chain_rows(
+    stream: str,
+    start_version: int,
+    events: Sequence[EncodedEvent],
+    head_seq: int,
+    head_hash: str,
+    recorded_us: int,
+    hasher: Hasher,
+) -> list[Row]:
+    """The rows to insert for `events`, chained onto (head_seq, head_hash)."""
+    rows: list[Row] = []
+    seq, prev = head_seq, head_hash
+    version = start_version
+    for ev in events:
+        seq += 1
+        version += 1
+        body = canonical_bytes(
+            seq,
+            stream,
+            version,
+            ev.type,
+            ev.schema,
+            ev.data_json,
+            ev.meta_json,
+            ev.event_id,
+            recorded_us,
+        )
+        h = hasher(prev, body)
+        rows.append(
+            (
+                seq,
+                stream,
+                version,
+                ev.type,
+                ev.schema,
+                ev.data_json,
+                ev.meta_json,
+                ev.event_id,
+                recorded_us,
+                prev,
+                h,
+            )
+        )
+        prev = h
+    return rows
+
+
+def rows_to_records(rows: Iterable[Row]) -> list[Record]:
+    return [
+        Record(r[0], r[1], r[2], r[3], r[4], orjson.loads(r[5]), bytes(r[6]), r[7], r[8], r[9], r[10])
+        for r in rows
+    ]
+
+
+def resolve_retry(stream: str, events: Sequence[EncodedEvent], stored: dict[str, Row]) -> list[Record] | None:
+    """Match a re-append against the stored rows with the same event ids.
+
+    Returns the original records when every event is already stored with the same content,
+    None when none of them is stored, and raises IdempotencyConflict otherwise.
+    """
+    if not stored:
+        return None
+    matched: list[Row] = []
+    for ev in events:
+        row = stored.get(ev.event_id)
+        if row is None:
+            raise IdempotencyConflict(
+                ev.event_id if matched else next(iter(stored)),
+                "only part of the batch is stored",
+            )
+        if row[1] != stream:
+            raise IdempotencyConflict(ev.event_id, f"stored in stream {row[1]!r}")
+        if row[3] != ev.type or bytes(row[5]) != ev.data_json or row[4] != ev.schema:
+            raise IdempotencyConflict(ev.event_id, "type or data differ")
+        matched.append(row)
+    versions = [r[2] for r in matched]
+    if versions != list(range(versions[0], versions[0] + len(versions))):
+        raise IdempotencyConflict(events[0].event_id, "stored events are not one batch in this order")
+    return rows_to_records(matched)

@@ -1,0 +1,102 @@
+"""The machinery of the event catalogue: the Event base, registration and upcasters."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from ._errors import UnknownEventType
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+E = TypeVar("E", bound="Event")
+
+
+class Event:
+    """Base of every catalogue event: a frozen, slotted dataclass with a type name and schema."""
+
+    __slots__ = ()
+    type_name: ClassVar[str] = ""
+    schema: ClassVar[int] = 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Entry:
+    cls: type[Event]
+    fields: tuple[str, ...]
+    datetimes: frozenset[str]
+    tuples: frozenset[str]
+
+
+_CATALOGUE: dict[str, _Entry] = {}
+_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def event(type_name: str, schema: int = 1) -> Callable[[type[E]], type[E]]:
+    """Register a frozen dataclass as the catalogue event `type_name` at `schema`."""
+
+    def register(cls: type[E]) -> type[E]:
+        if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:
+            raise TypeError(f"{cls.__name__} must be a frozen dataclass")
+        if type_name in _CATALOGUE and _CATALOGUE[type_name].cls is not cls:
+            raise ValueError(f"event type {type_name!r} is already registered")
+        cls.type_name = type_name
+        cls.schema = schema
+        hints = typing.get_type_hints(cls)
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        datetimes = frozenset(n for n in names if _is(hints[n], datetime))
+        tuples = frozenset(n for n in names if _is(hints[n], tuple))
+        _CATALOGUE[type_name] = _Entry(cls, names, datetimes, tuples)
+        return cls
+
+    return register
+
+
+def upcaster(type_name: str, from_schema: int) -> Callable[[Upcaster], Upcaster]:
+    """Register a function that turns `type_name` data at `from_schema` into `from_schema + 1`."""
+
+    def register(fn: Upcaster) -> Upcaster:
+        key = (type_name, from_schema)
+        if key in _UPCASTERS:
+            raise ValueError(f"an upcaster for {type_name} v{from_schema} is already registered")
+        _UPCASTERS[key] = fn
+        return fn
+
+    return register
+
+
+def entry(type_name: str) -> _Entry:
+    try:
+        return _CATALOGUE[type_name]
+    except KeyError:
+        raise UnknownEventType(type_name) from None
+
+
+def upcast(type_name: str, schema: int, target: int, data: dict[str, Any]) -> dict[str, Any]:
+    """Run the upcasters that bring `data` from `schema` to `target`."""
+    while schema < target:
+        try:
+            fn = _UPCASTERS[(type_name, schema)]
+        except KeyError:
+            raise UnknownEventType(f"{type_name} v{schema} (no upcaster to v{target})") from None
+        data = fn(dict(data))
+        schema += 1
+    return data
+
+
+def catalogue() -> dict[str, type[Event]]:
+    """Every registered event type, by name."""
+    return {name: e.cls for name, e in sorted(_CATALOGUE.items())}
+
+
+def _is(hint: Any, kind: type) -> bool:
+    if hint is kind:
+        return True
+    origin = typing.get_origin(hint)
+    if origin is kind:
+        return True
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return any(_is(arg, kind) for arg in typing.get_args(hint) if arg is not type(None))
+    return False

@@ -1,0 +1,49 @@
+"""The codec between stored records and catalogue events (orjson, upcasting on read)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ._catalogue import Event, entry, upcast
+from ._record import NewEvent, Record, new_event_id
+
+
+def encode(event: Event, *, meta: dict[str, Any] | None = None, event_id: str | None = None) -> NewEvent:
+    """The NewEvent that stores a catalogue event."""
+    e = entry(type(event).type_name)
+    data = {name: getattr(event, name) for name in e.fields}
+    return NewEvent(
+        type=e.cls.type_name,
+        data=data,
+        meta=meta or {},
+        event_id=event_id or new_event_id(),
+        schema=e.cls.schema,
+    )
+
+
+def decode(record: Record) -> Event:
+    """The catalogue event stored in `record`, upcast to the current schema."""
+    return decode_data(record.type, record.schema, record.data)
+
+
+def decode_data(type_name: str, schema: int, data: dict[str, Any]) -> Event:
+    e = entry(type_name)
+    if schema != e.cls.schema:
+        data = upcast(type_name, schema, e.cls.schema, data)
+    if e.datetimes or e.tuples:
+        data = dict(data)
+        for name in e.datetimes:
+            value = data.get(name)
+            if isinstance(value, str):
+                data[name] = _parse_datetime(value)
+        for name in e.tuples:
+            value = data.get(name)
+            if isinstance(value, list):
+                data[name] = tuple(value)
+    return e.cls(**data)
+
+
+def _parse_datetime(value: str) -> datetime:
+    # orjson writes UTC as "Z"; fromisoformat accepts it from Python 3.11 on.
+    return datetime.fromisoformat(value)

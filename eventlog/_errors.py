@@ -1,0 +1,79 @@
+"""The eventlog exception tree.
+
+EventLogError
+├── ConcurrencyError        expected version did not match; nothing written
+├── IdempotencyConflict     an event_id was reused with different content
+├── UnknownEventType        a record's type is not in the catalogue (codec)
+├── StreamNameError         a stream name is not `<category>-<id>` (also ValueError)
+├── LogClosedError          the log was used after close()
+└── StorageError            the database could not be opened, read or written
+    ├── CorruptDatabaseError    not a database, or a damaged page
+    ├── ReadOnlyDatabaseError   the file or its folder cannot be written
+    └── DiskFullError           the disk filled up; the batch was rolled back
+"""
+
+from __future__ import annotations
+
+
+class EventLogError(Exception):
+    """Raised when the event log refuses or fails an operation."""
+
+
+class ConcurrencyError(EventLogError):
+    """Raised when an append's expected version does not match the stream's version."""
+
+    def __init__(self, stream: str, expected: object, actual: int) -> None:
+        super().__init__(f"stream {stream!r} is at version {actual}, expected {_describe(expected)}")
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+
+
+class IdempotencyConflict(EventLogError):
+    """Raised when an event_id already stored is appended again with different content."""
+
+    def __init__(self, event_id: str, reason: str) -> None:
+        super().__init__(f"event_id {event_id} already stored with different content: {reason}")
+        self.event_id = event_id
+
+
+class UnknownEventType(EventLogError):
+    """Raised when a record's type has no class in the event catalogue."""
+
+    def __init__(self, type_name: str) -> None:
+        super().__init__(f"unknown event type {type_name!r}")
+        self.type_name = type_name
+
+
+class StreamNameError(EventLogError, ValueError):
+    """Raised when a stream name is not of the form `<category>-<id>`."""
+
+
+class LogClosedError(EventLogError):
+    """Raised when a closed log is used."""
+
+
+class StorageError(EventLogError):
+    """Raised when the database cannot be opened, read or written; carries the path and cause."""
+
+    def __init__(self, path: str, cause: str) -> None:
+        super().__init__(f"{path}: {cause}")
+        self.path = path
+        self.cause = cause
+
+
+class CorruptDatabaseError(StorageError):
+    """Raised when the file is not a database or one of its pages is damaged."""
+
+
+class ReadOnlyDatabaseError(StorageError):
+    """Raised when the database or its folder cannot be written."""
+
+
+class DiskFullError(StorageError):
+    """Raised when the disk is full; the batch that hit it was rolled back."""
+
+
+def _describe(expected: object) -> str:
+    name = getattr(expected, "name", None)
+    return str(name) if name else f"version {expected}"

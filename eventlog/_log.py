@@ -1,0 +1,217 @@
+"""The backend-independent event log: validation, group commit, follow and verify."""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ._append import AppendRequest, Row, encode_events
+from ._catalogue import Event
+from ._chain import make_hasher, record_from_row, walk_chain
+from ._clock import Clock, SystemClock
+from ._errors import EventLogError, LogClosedError
+from ._record import ANY, Expect, ExpectedVersion, Head, NewEvent, Record, VerifyResult, check_stream_name
+
+# How many queued appends one group-commit transaction takes at most.
+MAX_GROUP = 512
+# How many rows a reader fetches per query: bounds memory, keeps read transactions short.
+PAGE = 1000
+
+
+class EventLog(abc.ABC):
+    """An append-only, hash-chained log of events in streams.
+
+    Thread-safe. Concurrent `append` calls are group-committed: the first caller to find no
+    transaction in progress becomes the leader and writes every queued append in one
+    transaction; each caller returns only after that transaction's COMMIT returned.
+    """
+
+    url: str
+
+    def __init__(self, *, clock: Clock | None = None, hmac_key: bytes | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self._hasher = make_hasher(hmac_key)
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[AppendRequest] = []
+        self._leader = False
+        self._closed = False
+        self._commits = threading.Condition(threading.Lock())
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(
+        self, stream: str, events: Iterable[NewEvent | Event], expect: ExpectedVersion = ANY
+    ) -> list[Record]:
+        """Append `events` to `stream` atomically if the stream's version satisfies `expect`."""
+        check_stream_name(stream)
+        if not isinstance(expect, Expect) and (not isinstance(expect, int) or expect < 0):
+            raise ValueError(f"expect must be ANY, NO_STREAM, EXISTS or a version >= 0, got {expect!r}")
+        req = AppendRequest(stream, encode_events(events), expect)
+        self._check_open()
+        batch: list[AppendRequest] | None = None
+        with self._cond:
+            self._queue.append(req)
+            while not req.done and self._leader:
+                self._cond.wait()
+            if not req.done:
+                self._leader = True
+                batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
+        if batch is not None:
+            self._lead(batch)
+        if req.error is not None:
+            raise req.error
+        assert req.result is not None
+        return req.result
+
+    def _lead(self, batch: list[AppendRequest]) -> None:
+        try:
+            if self._closed:
+                raise LogClosedError(f"{self.url}: the log is closed")
+            self._write_batch(batch)
+        except Exception as exc:  # noqa: BLE001 - the transaction failed: every waiting caller hears why
+            for r in batch:
+                r.result = None
+                r.error = _copy_error(exc)
+        finally:
+            with self._cond:
+                for r in batch:
+                    r.done = True
+                self._leader = False
+                self._cond.notify_all()
+            with self._commits:
+                self._commits.notify_all()
+
+    @abc.abstractmethod
+    def _write_batch(self, batch: list[AppendRequest]) -> None:
+        """Write `batch` in one transaction, setting each request's result or error."""
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _rows_after(self, after_seq: int, limit: int, to_seq: int | None) -> list[Row]: ...
+
+    @abc.abstractmethod
+    def _stream_rows(
+        self, stream: str, from_version: int, to_version: int | None, limit: int
+    ) -> list[Row]: ...
+
+    @abc.abstractmethod
+    def head(self) -> Head:
+        """The last seq and hash (seq 0 and the genesis hash for an empty log)."""
+
+    @abc.abstractmethod
+    def stream_version(self, stream: str) -> int:
+        """The stream's current version; 0 when it does not exist."""
+
+    def read(self, stream: str, from_version: int = 1, to_version: int | None = None) -> Iterator[Record]:
+        """The stream's records from `from_version` to `to_version` (inclusive), in order."""
+        check_stream_name(stream)
+        version = max(from_version, 1)
+        while True:
+            rows = self._stream_rows(stream, version, to_version, PAGE)
+            for row in rows:
+                yield record_from_row(row)
+            if len(rows) < PAGE:
+                return
+            version = rows[-1][2] + 1
+
+    def read_all(self, after_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
+        """Every record after `after_seq` up to `to_seq` (inclusive), in seq order."""
+        for rows in self._pages(after_seq, to_seq):
+            yield from map(record_from_row, rows)
+
+    def _pages(self, after_seq: int, to_seq: int | None) -> Iterator[list[Row]]:
+        while True:
+            self._check_open()
+            rows = self._rows_after(after_seq, PAGE, to_seq)
+            if rows:
+                yield rows
+            if len(rows) < PAGE:
+                return
+            after_seq = rows[-1][0]
+
+    def follow(
+        self,
+        after_seq: int = 0,
+        *,
+        stop: threading.Event | None = None,
+        poll_interval: float = 0.05,
+    ) -> Iterator[Record]:
+        """Yield records after `after_seq` as they are committed, by this process or another.
+
+        Ends when `stop` is set or the log is closed. Commits in this process wake it at
+        once; other processes' commits are seen by a cheap poll of the head.
+        """
+        last = after_seq
+        while not (stop is not None and stop.is_set()) and not self._closed:
+            progressed = False
+            for record in self.read_all(after_seq=last):
+                last = record.seq
+                progressed = True
+                yield record
+                if stop is not None and stop.is_set():
+                    return
+            if not progressed:
+                with self._commits:
+                    if self._closed:
+                        return
+                    self._commits.wait(poll_interval)
+
+    def verify(
+        self, anchor: Head | tuple[int, str] | None = None, progress: Callable[[int], object] | None = None
+    ) -> VerifyResult:
+        """Walk the whole chain; with an anchor kept elsewhere also catch truncation and rewrites."""
+        if anchor is not None and not isinstance(anchor, Head):
+            anchor = Head(int(anchor[0]), str(anchor[1]))
+        rows = (row for page in self._pages(0, None) for row in page)
+        return walk_chain(rows, self._hasher, anchor, progress)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the log; waiting followers end, later calls raise LogClosedError."""
+        self._closed = True
+        with self._commits:
+            self._commits.notify_all()
+        with self._cond:
+            while self._leader:
+                self._cond.wait()
+            self._close_backend()
+
+    @abc.abstractmethod
+    def _close_backend(self) -> None: ...
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"{self.url}: the log is closed")
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url}>"
+
+
+def _copy_error(exc: Exception) -> BaseException:
+    """A fresh exception per waiting caller, so no two threads raise the same object."""
+    if isinstance(exc, EventLogError):
+        try:
+            clone = type(exc).__new__(type(exc))
+            clone.__dict__.update(exc.__dict__)
+            clone.args = exc.args
+            clone.__cause__ = exc.__cause__
+            return clone
+        except TypeError:
+            return exc
+    wrapped = EventLogError(f"append failed: {exc}")
+    wrapped.__cause__ = exc
+    return wrapped

@@ -1,0 +1,124 @@
+"""The stored record, the event to append, expected versions, heads and verify results."""
+
+from __future__ import annotations
+
+import enum
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import orjson
+
+from ._clock import from_micros
+from ._errors import StreamNameError
+
+GENESIS_HASH = "0" * 64
+
+
+class Expect(enum.Enum):
+    """What an append expects of the stream's current version, besides an exact number."""
+
+    ANY = "any"
+    NO_STREAM = "no_stream"
+    EXISTS = "exists"
+
+
+ANY = Expect.ANY
+NO_STREAM = Expect.NO_STREAM
+EXISTS = Expect.EXISTS
+
+ExpectedVersion = int | Expect
+
+
+def expectation_holds(expect: ExpectedVersion, actual: int) -> bool:
+    """Whether a stream at version `actual` satisfies `expect`."""
+    if expect is Expect.ANY:
+        return True
+    if expect is Expect.NO_STREAM:
+        return actual == 0
+    if expect is Expect.EXISTS:
+        return actual > 0
+    return actual == expect
+
+
+_STREAM_RE = re.compile(r"^[a-z][a-z0-9_]*-.+$", re.DOTALL)
+
+
+def check_stream_name(stream: str) -> str:
+    """Return `stream` if it is `<category>-<id>`, else raise StreamNameError."""
+    if not isinstance(stream, str) or not _STREAM_RE.match(stream) or len(stream) > 512:
+        raise StreamNameError(f"stream name must be '<category>-<id>' (lower-case category), got {stream!r}")
+    return stream
+
+
+def new_event_id() -> str:
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append: a type name, its data and meta, and its idempotency key."""
+
+    type: str
+    data: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    event_id: str = field(default_factory=new_event_id)
+    schema: int = 1
+
+
+class Record(NamedTuple):
+    """One stored event.
+
+    A NamedTuple rather than a dataclass: reading a million records builds a million of
+    these, and tuple construction is the cheapest immutable value Python has. `meta` and
+    `recorded_at` are decoded on access, since most readers never look at them.
+    """
+
+    seq: int
+    stream: str
+    version: int
+    type: str
+    schema: int
+    data: dict[str, Any]
+    meta_json: bytes
+    event_id: str
+    recorded_us: int
+    prev_hash: str
+    hash: str
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        value: dict[str, Any] = orjson.loads(self.meta_json)
+        return value
+
+    @property
+    def recorded_at(self) -> datetime:
+        return from_micros(self.recorded_us)
+
+    @property
+    def category(self) -> str:
+        return self.stream.split("-", 1)[0]
+
+    @property
+    def stream_id(self) -> str:
+        return self.stream.split("-", 1)[1]
+
+
+class Head(NamedTuple):
+    """The log's last position and hash: an anchor to keep outside the database."""
+
+    seq: int
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    """The outcome of walking the hash chain."""
+
+    ok: bool
+    checked: int
+    first_bad_seq: int | None = None
+    reason: str = ""
+    head: Head | None = None

@@ -1,0 +1,305 @@
+"""The SQLite backend: WAL, BEGIN IMMEDIATE, FULL durability, group commit."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records
+from ._chain import Hasher
+from ._clock import Clock, to_micros
+from ._errors import (
+    ConcurrencyError,
+    CorruptDatabaseError,
+    DiskFullError,
+    IdempotencyConflict,
+    ReadOnlyDatabaseError,
+    StorageError,
+)
+from ._log import EventLog
+from ._record import GENESIS_HASH, Head, expectation_holds
+
+COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash"
+_INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+
+migrations = Migrations("flightlog.eventlog")
+
+
+@migrations(name="0001_create_events")
+def _create_events(db: Database) -> None:
+    db.execute(
+        """
+        CREATE TABLE events (
+            seq         INTEGER PRIMARY KEY,
+            stream      TEXT    NOT NULL,
+            version     INTEGER NOT NULL,
+            type        TEXT    NOT NULL,
+            schema      INTEGER NOT NULL,
+            data        BLOB    NOT NULL,
+            meta        BLOB    NOT NULL,
+            event_id    TEXT    NOT NULL UNIQUE,
+            recorded_at INTEGER NOT NULL,
+            prev_hash   TEXT    NOT NULL,
+            hash        TEXT    NOT NULL,
+            UNIQUE (stream, version)
+        )
+        """
+    )
+
+
+SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+
+
+class SQLiteLog(EventLog):
+    """The event log in one SQLite file (or in memory), shareable by several processes.
+
+    `synchronous="FULL"` (the default) makes every acknowledged append survive power loss;
+    `"NORMAL"` is faster under WAL but may lose the last transactions on power loss (never
+    on a process crash). Reads use one connection per thread, so they never wait for the
+    writer; an in-memory log uses a single connection for everything.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        hmac_key: bytes | None = None,
+        synchronous: str = "FULL",
+        busy_timeout: float = 10.0,
+        readonly: bool = False,
+    ) -> None:
+        super().__init__(clock=clock, hmac_key=hmac_key)
+        self.path = os.fspath(path)
+        self.url = self.path
+        self.readonly = readonly
+        self._memory = self.path == ":memory:" or self.path.startswith("file::memory:")
+        sync = synchronous.upper()
+        if sync not in SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}, got {synchronous!r}")
+        self._sync = sync
+        self._busy = busy_timeout
+        self._conn_lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        if (
+            not self._memory
+            and not readonly
+            and not os.path.isdir(os.path.dirname(os.path.abspath(self.path)))
+        ):
+            raise StorageError(self.path, "its folder does not exist")
+        self._conn = self._connect(write=not readonly)
+        try:
+            if not readonly:
+                self._migrate()
+            else:
+                self._conn.execute("SELECT count(*) FROM events WHERE seq = 0").fetchone()
+        except sqlite3.Error as e:
+            self._conn.close()
+            raise translate(e, self.path) from e
+
+    # -- connections -----------------------------------------------------------------------
+
+    def _connect(self, *, write: bool) -> sqlite3.Connection:
+        try:
+            if self.readonly:
+                uri = f"file:{os.path.abspath(self.path)}?mode=ro"
+                conn = sqlite3.connect(
+                    uri, uri=True, isolation_level=None, check_same_thread=False, timeout=self._busy
+                )
+            else:
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=self._busy
+                )
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy * 1000)}")
+            if write and not self._memory:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StorageError(self.path, f"could not switch to WAL (journal_mode={mode})")
+            conn.execute(f"PRAGMA synchronous = {self._sync}")
+            return conn
+        except sqlite3.Error as e:
+            raise translate(e, self.path) from e
+
+    def _migrate(self) -> None:
+        db = Database(self._conn)
+        if db["_sqlite_migrations"].exists() and not migrations.pending(db):
+            return
+        # BEGIN IMMEDIATE serialises migrations across processes opening the file at once.
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            migrations.apply(db)
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        if self._memory:
+            with self._conn_lock:
+                yield self._conn
+            return
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect(write=False)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        yield conn
+
+    def _query(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
+        self._check_open()
+        try:
+            with self._reader() as conn:
+                return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise translate(e, self.path) from e
+
+    # -- the EventLog contract -------------------------------------------------------------
+
+    def _rows_after(self, after_seq: int, limit: int, to_seq: int | None) -> list[Row]:
+        if to_seq is None:
+            return self._query(
+                f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (after_seq, limit)
+            )
+        return self._query(
+            f"SELECT {COLUMNS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            (after_seq, to_seq, limit),
+        )
+
+    def _stream_rows(self, stream: str, from_version: int, to_version: int | None, limit: int) -> list[Row]:
+        hi = to_version if to_version is not None else 2**62
+        return self._query(
+            f"SELECT {COLUMNS} FROM events WHERE stream = ? AND version >= ? AND version <= ? "
+            "ORDER BY version LIMIT ?",
+            (stream, from_version, hi, limit),
+        )
+
+    def head(self) -> Head:
+        rows = self._query("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
+        return Head(rows[0][0], rows[0][1]) if rows else Head(0, GENESIS_HASH)
+
+    def stream_version(self, stream: str) -> int:
+        rows = self._query("SELECT MAX(version) FROM events WHERE stream = ?", (stream,))
+        return int(rows[0][0] or 0)
+
+    def _write_batch(self, batch: list[AppendRequest]) -> None:
+        if self.readonly:
+            raise ReadOnlyDatabaseError(self.path, "opened read-only")
+        with self._conn_lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise translate(e, self.path) from e
+            try:
+                write_group(conn, batch, self.clock, self._hasher)
+                conn.execute("COMMIT")
+            except BaseException as e:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                for r in batch:
+                    r.result = None
+                    r.error = None
+                if isinstance(e, sqlite3.Error):
+                    raise translate(e, self.path) from e
+                raise
+
+    def _close_backend(self) -> None:
+        with self._conn_lock:
+            self._conn.close()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+
+def write_group(conn: sqlite3.Connection, batch: list[AppendRequest], clock: Clock, hasher: Hasher) -> None:
+    """Write every request of `batch` inside the caller's open transaction."""
+    last = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+    head_seq, head_hash, head_us = last if last else (0, GENESIS_HASH, 0)
+    # recorded_at never goes backwards along seq, so "as of a time" is a prefix of the log.
+    now_us = max(to_micros(clock.now()), head_us)
+    versions: dict[str, int] = {}
+    for req in batch:
+        version = versions.get(req.stream)
+        if version is None:
+            version = (
+                conn.execute("SELECT MAX(version) FROM events WHERE stream = ?", (req.stream,)).fetchone()[0]
+                or 0
+            )
+        if not expectation_holds(req.expect, version):
+            try:
+                req.result = _retry_or_none(conn, req)
+                if req.result is None:
+                    req.error = ConcurrencyError(req.stream, req.expect, version)
+            except IdempotencyConflict as e:  # this caller's error, not the group's
+                req.error = e
+            continue
+        if not req.events:
+            req.result = []
+            continue
+        rows = chain_rows(req.stream, version, req.events, head_seq, head_hash, now_us, hasher)
+        multi = len(rows) > 1
+        if multi:
+            conn.execute("SAVEPOINT append")
+        try:
+            conn.executemany(_INSERT, rows)
+        except sqlite3.IntegrityError:
+            if multi:
+                conn.execute("ROLLBACK TO append")
+                conn.execute("RELEASE append")
+            try:
+                req.result = _retry_or_none(conn, req)
+                if req.result is None:  # a (stream, version) race cannot happen under the lock
+                    raise
+            except IdempotencyConflict as e:
+                req.error = e
+            continue
+        if multi:
+            conn.execute("RELEASE append")
+        head_seq, head_hash = rows[-1][0], rows[-1][10]
+        versions[req.stream] = rows[-1][2]
+        req.result = rows_to_records(rows)
+
+
+def _retry_or_none(conn: sqlite3.Connection, req: AppendRequest) -> list | None:  # type: ignore[type-arg]
+    ids = [e.event_id for e in req.events]
+    if not ids:
+        return None
+    marks = ",".join("?" * len(ids))
+    stored = {
+        row[7]: row for row in conn.execute(f"SELECT {COLUMNS} FROM events WHERE event_id IN ({marks})", ids)
+    }
+    return resolve_retry(req.stream, req.events, stored)
+
+
+# SQLite primary result codes (sqlite3.h).
+_CORRUPT = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+_READONLY = {8}  # SQLITE_READONLY
+_FULL = {13}  # SQLITE_FULL
+_CANTOPEN = {14}  # SQLITE_CANTOPEN
+
+
+def translate(exc: sqlite3.Error, path: str) -> StorageError:
+    """The typed StorageError for a driver error, carrying the path and the cause."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    message = str(exc)
+    if primary in _CORRUPT or "malformed" in message or "not a database" in message:
+        return CorruptDatabaseError(path, f"database is corrupt: {message}")
+    if primary in _READONLY or "readonly" in message:
+        return ReadOnlyDatabaseError(path, f"database is read-only: {message}")
+    if primary in _FULL or "disk is full" in message:
+        return DiskFullError(path, f"disk is full; nothing was written: {message}")
+    if primary in _CANTOPEN:
+        return StorageError(path, f"cannot open the database: {message}")
+    return StorageError(path, message)

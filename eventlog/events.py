@@ -1,0 +1,10 @@
+"""The event catalogue: every domain event flightlog records, with its type name and schema.
+
+This module is the contract between writers (actors) and readers (projections). Each event
+is a frozen, slotted dataclass registered with `@event(type_name, schema)`; an event whose
+shape changes gets a new schema number and an `@upcaster` from the old one.
+"""
+
+from ._catalogue import Event, catalogue, event, upcaster
+
+__all__ = ["Event", "catalogue", "event", "upcaster"]

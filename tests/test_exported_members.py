@@ -1,0 +1,31 @@
+"""Each package's __all__ is sorted and names exactly what the front door exports."""
+
+import importlib
+
+import pytest
+
+PACKAGES = ["eventlog", "projections", "actors", "tools"]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_all_is_sorted_and_resolves(name):
+    module = importlib.import_module(name)
+    exported = module.__all__
+    assert exported == sorted(exported), f"{name}.__all__ is not sorted"
+    for member in exported:
+        assert hasattr(module, member), f"{name}.__all__ names {member!r}, which is missing"
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_public_names_are_all_exported(name):
+    module = importlib.import_module(name)
+    public = {
+        n
+        for n, v in vars(module).items()
+        if not n.startswith("_")
+        and getattr(v, "__module__", "").startswith(name + ".")
+        and not isinstance(v, type(importlib))
+    }
+    assert public <= set(module.__all__), (
+        f"{name} exposes {sorted(public - set(module.__all__))} outside __all__"
+    )

@@ -1,0 +1,18 @@
+"""`flightlog bench`: benchmark scripts that print ratios measured side by side in one run."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group("bench")
+def bench() -> None:
+    """Measure flightlog next to raw SQLite and peer libraries, in one run on this machine.
+
+    Every benchmark prints its figures and the ratios between them; `--json` prints one JSON
+    object, `--quick` a smaller run that still prints every ratio.
+    """
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(bench)

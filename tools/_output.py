@@ -1,0 +1,50 @@
+"""Shared CLI output helpers: JSON for scripts, rich tables for people, typed exits."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+import orjson
+from rich.console import Console
+
+from eventlog import EventLog, EventLogError, Head, open_log
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+EXIT_OK = 0
+EXIT_FOUND = 1  # the check ran and found a problem (verify, replay-check)
+EXIT_USAGE = 2
+
+
+def emit_json(value: Any) -> None:
+    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+    sys.stdout.flush()
+
+
+def open_db(path: str, *, readonly: bool = False) -> EventLog:
+    """Open a database named on the command line, turning failures into a usage error."""
+    if not path.startswith(("postgresql://", "postgres://", ":memory:")):
+        import os
+
+        if not os.path.exists(path):
+            raise click.UsageError(f"no database at {path!r}")
+    try:
+        return open_log(path, readonly=readonly)
+    except EventLogError as e:
+        raise click.ClickException(str(e)) from e
+
+
+def parse_anchor(text: str) -> Head:
+    """An anchor as printed by `flightlog anchor`: `SEQ HASH` (or JSON {"seq", "hash"})."""
+    text = text.strip()
+    try:
+        if text.startswith("{"):
+            obj = orjson.loads(text)
+            return Head(int(obj["seq"]), str(obj["hash"]))
+        seq, h = text.split()
+        return Head(int(seq), h)
+    except (ValueError, KeyError, orjson.JSONDecodeError) as e:
+        raise click.BadParameter(f"not an anchor (expected 'SEQ HASH'): {text[:80]!r}") from e

@@ -1,0 +1,32 @@
+"""The `flightlog` command: one click group, commands registered from their own modules."""
+
+from __future__ import annotations
+
+import click
+
+from . import _cli_log
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="flightlog")
+def cli() -> None:
+    """flightlog: a flight recorder and control tower for AI-agent runs.
+
+    Every run, session and approval is recorded in one append-only, hash-chained event log.
+    """
+
+
+_cli_log.register(cli)
+
+
+def _register_bench() -> None:
+    from . import _bench
+
+    _bench.register(cli)
+
+
+_register_bench()
+
+
+def main() -> None:
+    cli()
