@@ -6,5 +6,24 @@ shape changes gets a new schema number and an `@upcaster` from the old one.
 """
 
 from ._catalogue import Event, catalogue, event, upcaster
+from ._events_approval import (
+    ApprovalDecided,
+    ApprovalDecisionRefused,
+    ApprovalDiscarded,
+    ApprovalPublished,
+    ApprovalRequested,
+    ApprovalVoted,
+)
 
-__all__ = ["Event", "catalogue", "event", "upcaster"]
+__all__ = [
+    "ApprovalDecided",
+    "ApprovalDecisionRefused",
+    "ApprovalDiscarded",
+    "ApprovalPublished",
+    "ApprovalRequested",
+    "ApprovalVoted",
+    "Event",
+    "catalogue",
+    "event",
+    "upcaster",
+]

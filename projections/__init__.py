@@ -3,4 +3,17 @@
 # Layering: projections imports only eventlog. It never imports actors or tools, and every
 # view is pure: no clock, no I/O, no randomness (a test enforces the imports).
 
-__all__: list[str] = []
+from ._runner import ViewRunner
+from ._view import View
+from ._views import Views
+from .approvals import ApprovalHistoryView, ApprovalRow, PendingApprovalsView, RefusedAttempt
+
+__all__ = [
+    "ApprovalHistoryView",
+    "ApprovalRow",
+    "PendingApprovalsView",
+    "RefusedAttempt",
+    "View",
+    "ViewRunner",
+    "Views",
+]

@@ -1,0 +1,104 @@
+"""The approval gate's values: requests, approvals, resolutions, decisions and actor keys."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+import orjson
+
+APPROVE: Final = "approve"
+REJECT: Final = "reject"
+EXPIRED: Final = "expired"
+DECISIONS: Final = (APPROVE, REJECT, EXPIRED)
+RISKS: Final = ("low", "medium", "high")
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalActorKeys:
+    """The canonical actor keys recorded in approval history."""
+
+    operator: str = "operator"
+    runtime: str = "runtime"
+    timeout: str = "timeout"
+    abort: str = "abort"
+    web_operator: str = "web-operator"
+
+
+_KEYS = ApprovalActorKeys()
+
+
+def approval_actor_state() -> ApprovalActorKeys:
+    """The actor keys used in persisted approval history."""
+    return _KEYS
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """What a harness or tool asks an operator to authorize; the payload is hashed, never stored."""
+
+    kind: str
+    title: str
+    detail: str
+    risk: str
+    run_id: str = ""
+    tool_call_id: str = ""
+    payload: Any = None
+    requires_fleet_quorum: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """The operator-visible form of a request: its payload digest, never the payload."""
+
+    id: str
+    run_id: str
+    tool_call_id: str
+    kind: str
+    title: str
+    detail: str
+    risk: str
+    payload_sha256: str
+    requires_fleet_quorum: bool
+    requested_at: datetime
+    expires_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """The seed's JSON shape (empty run_id, tool_call_id and quorum flag omitted)."""
+        out: dict[str, Any] = {"id": self.id}
+        if self.run_id:
+            out["run_id"] = self.run_id
+        if self.tool_call_id:
+            out["tool_call_id"] = self.tool_call_id
+        out.update(
+            kind=self.kind,
+            title=self.title,
+            detail=self.detail,
+            risk=self.risk,
+            payload_sha256=self.payload_sha256,
+        )
+        if self.requires_fleet_quorum:
+            out["requires_fleet_quorum"] = True
+        out.update(requested_at=self.requested_at.isoformat(), expires_at=self.expires_at.isoformat())
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalResolution:
+    """One approval's terminal outcome and the actor that caused it."""
+
+    approval: Approval
+    decision: str
+    actor: str
+    at: datetime
+    identity: str = ""
+
+
+def payload_digest(payload: Any) -> str:
+    """Lower-hex SHA-256 of the payload's canonical JSON (compact, keys sorted; None → null).
+
+    Raises TypeError (orjson's JSONEncodeError) when the payload cannot be encoded.
+    """
+    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()

@@ -1,0 +1,255 @@
+"""The actors exception tree.
+
+ActorsError
+├── ApprovalError                   the approval gate refused or failed an operation
+│   ├── ApprovalCancelledError          the waiting request was cancelled (expired by runtime)
+│   ├── ApprovalExpiredError            the decision came at or after the deadline (.resolution)
+│   ├── ApprovalExpireRunError          expiring a run's approvals met problems (.errors)
+│   ├── ApprovalHookError               an on_resolved hook failed after the outcome was recorded
+│   ├── ApprovalNotPendingError         unknown or already decided (.id; also LookupError)
+│   ├── ApprovalRecordingError          the request is still being recorded
+│   ├── ApprovalRequestError            the on_requested hook failed; the request was discarded
+│   ├── ApprovalResolvingError          another writer's resolution is in progress
+│   ├── ApprovalValidationError         a bad request or decision; nothing recorded (also ValueError)
+│   ├── DuplicateVoteError              the same actor approved a quorum approval twice
+│   └── QuorumPendingError              the vote counted; more distinct approvers are needed
+├── ContentionError                 a stream kept changing under an actor's decisions
+├── InvalidToolOverrideScopeError   a scope outside the tool-override vocabulary (also ValueError)
+├── ProjectError                    a project or its workspace cannot be used
+│   ├── InvalidBaseDirError             base_dir is empty, relative or escapes the workspace (also ValueError)
+│   ├── ProjectNotFoundError            missing, foreign or bound to another agent (also LookupError)
+│   ├── WorkspaceIdError                an agent, user or group id unusable as a directory (also ValueError)
+│   └── WorkspaceSetupError             the workspace directories could not be created
+└── SessionError                    a session cannot be resolved or used as asked
+    ├── GroupCompactionUnsupportedError compaction asked of a group session
+    ├── InvalidSessionRequestError      a session request without its user or agent (also ValueError)
+    ├── SessionArchivedError            the session is archived
+    ├── SessionForbiddenError           the caller does not own the session
+    ├── SessionNotFoundError            no such session, and none may be created (also LookupError)
+    └── SessionWrongKindError           the session is of another kind than required
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class ActorsError(Exception):
+    """Raised when the live system refuses or fails an operation."""
+
+
+class InvalidToolOverrideScopeError(ActorsError, ValueError):
+    """Raised when a tool override names a scope outside the four known ones."""
+
+    def __init__(self, scope: str) -> None:
+        super().__init__(f"tool override: invalid scope {_quote(scope)}")
+        self.scope = scope
+
+
+class ProjectError(ActorsError):
+    """Raised when a project or its workspace cannot be used."""
+
+
+class InvalidBaseDirError(ProjectError, ValueError):
+    """Raised when a project's base_dir is empty, relative, or not inside the user workspace.
+
+    The message says which rule failed; `sentinel` is the seed's opaque `invalid base_dir`
+    that an HTTP edge maps to 400.
+    """
+
+    sentinel = "invalid base_dir"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ProjectNotFoundError(ProjectError, LookupError):
+    """Raised when a project is missing, owned by another user, or bound to another agent.
+
+    The three cases are indistinguishable on purpose: a mismatch never confirms that the
+    project exists.
+    """
+
+    def __init__(self, project_id: str = "") -> None:
+        super().__init__("project not found")
+        self.project_id = project_id
+
+
+class WorkspaceIdError(ProjectError, ValueError):
+    """Raised when an agent, user or group id is empty or is not a single path component."""
+
+
+class WorkspaceSetupError(ProjectError):
+    """Raised when the workspace directories cannot be resolved or created (HTTP 500).
+
+    The message starts with the seed's `failed to resolve workspace`; the OSError that
+    caused it is chained as `__cause__`.
+    """
+
+    sentinel = "failed to resolve workspace"
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(f"{self.sentinel}: {detail}" if detail else self.sentinel)
+        self.detail = detail
+
+
+class SessionError(ActorsError):
+    """Raised when a session cannot be resolved or used as asked."""
+
+
+class GroupCompactionUnsupportedError(SessionError):
+    """Raised when compaction is asked of a group session, before any compactor runs."""
+
+    def __init__(self) -> None:
+        super().__init__("compaction is not supported for group sessions")
+
+
+class InvalidSessionRequestError(SessionError, ValueError):
+    """Raised when a session request lacks its user or its agent."""
+
+
+class SessionArchivedError(SessionError):
+    """Raised when an archived session is resumed."""
+
+    def __init__(self, session_id: str = "") -> None:
+        super().__init__("session is archived")
+        self.session_id = session_id
+
+
+class SessionForbiddenError(SessionError):
+    """Raised when a session belongs to another user, agent or group than the caller's."""
+
+    def __init__(self, session_id: str = "") -> None:
+        super().__init__("session access forbidden")
+        self.session_id = session_id
+
+
+class SessionNotFoundError(SessionError, LookupError):
+    """Raised when a session does not exist and the request may not create it."""
+
+    def __init__(self, session_id: str = "") -> None:
+        super().__init__(f"session not found: {session_id}" if session_id else "session not found")
+        self.session_id = session_id
+
+
+class SessionWrongKindError(SessionError):
+    """Raised when a session's kind differs from the kind the request requires."""
+
+    def __init__(self, got: str, want: str, session_id: str = "") -> None:
+        super().__init__(f"session kind mismatch: got {_quote(got)}, want {_quote(want)}")
+        self.got = got
+        self.want = want
+        self.session_id = session_id
+
+
+def _quote(text: str) -> str:
+    # Go's %q: double quotes with control characters escaped, so a hostile value can
+    # neither break the message nor forge a second line in a log.
+    return json.dumps(text, ensure_ascii=False)
+
+
+class ApprovalError(ActorsError):
+    """Raised when the approval gate refuses or fails an operation."""
+
+
+class ApprovalValidationError(ApprovalError, ValueError):
+    """Raised when a request or decision is malformed; nothing is recorded."""
+
+
+class ApprovalNotPendingError(ApprovalError, LookupError):
+    """Raised when an approval is unknown or already has its outcome."""
+
+    def __init__(self, id: str) -> None:
+        super().__init__(f"approval {_quote(id)} is not pending")
+        self.id = id
+
+
+class ApprovalRecordingError(ApprovalError):
+    """Raised when a decision arrives while the request is still being recorded."""
+
+    sentinel = "approval request is still being recorded"
+
+    def __init__(self, id: str) -> None:
+        super().__init__(f"{self.sentinel}: {_quote(id)}")
+        self.id = id
+
+
+class ApprovalResolvingError(ApprovalError):
+    """Raised when another writer's resolution of the same approval is in progress."""
+
+    sentinel = "approval resolution is already in progress"
+
+    def __init__(self, id: str) -> None:
+        super().__init__(f"{self.sentinel}: {_quote(id)}")
+        self.id = id
+
+
+class ApprovalExpiredError(ApprovalError):
+    """Raised when a decision arrives at or after the deadline; `.resolution` is the expiry."""
+
+    sentinel = "approval expired"
+
+    def __init__(self, resolution: Any, actor: str, decision: str) -> None:
+        expires = resolution.approval.expires_at.isoformat().replace("+00:00", "Z")
+        super().__init__(
+            f"{self.sentinel}: approval {_quote(resolution.approval.id)} expired at {expires} "
+            f"before {_quote(actor)} could submit {_quote(decision)}"
+        )
+        self.resolution = resolution
+
+
+class ApprovalRequestError(ApprovalError):
+    """Raised when the on_requested hook fails: the request is discarded, never published."""
+
+
+class ApprovalHookError(ApprovalError):
+    """Raised when on_resolved fails after the outcome was recorded; `.resolution` still holds it."""
+
+    def __init__(self, resolution: Any, cause: BaseException) -> None:
+        super().__init__(f"recording approval resolution: {cause}")
+        self.resolution = resolution
+
+
+class ApprovalCancelledError(ApprovalError):
+    """Raised when a waiting request is cancelled; the approval expires with actor `runtime`."""
+
+    def __init__(self, id: str) -> None:
+        super().__init__(f"approval request {_quote(id)} cancelled")
+        self.id = id
+
+
+class ApprovalExpireRunError(ApprovalError):
+    """Raised when expiring a run's approvals met problems; `.errors` lists each one."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+class DuplicateVoteError(ApprovalError):
+    """Raised when an actor approves a quorum approval it already approved."""
+
+    def __init__(self, id: str, actor: str) -> None:
+        super().__init__(f"approval {_quote(id)}: {_quote(actor)} has already approved")
+        self.id = id
+        self.actor = actor
+
+
+class QuorumPendingError(ApprovalError):
+    """Raised when an approve vote was recorded but the quorum is not reached yet."""
+
+    def __init__(self, id: str, votes: int, needed: int) -> None:
+        super().__init__(f"approval {_quote(id)}: {votes} of {needed} approvals recorded")
+        self.id = id
+        self.votes = votes
+        self.needed = needed
+
+
+class ContentionError(ActorsError):
+    """Raised when a stream keeps changing under an actor's decisions (retries exhausted)."""
+
+    def __init__(self, stream: str, attempts: int) -> None:
+        super().__init__(f"{stream}: still conflicting after {attempts} attempts")
+        self.stream = stream

@@ -1,0 +1,146 @@
+"""System: the composition root that opens the log, the views and the actors, and closes them."""
+
+from __future__ import annotations
+
+import os
+import threading
+from types import TracebackType
+from typing import Any
+
+from eventlog import Clock, EventLog, Record, SystemClock, open_log
+from projections import Views
+
+from ._aggregate import Refresh
+from ._approval_actor import ApprovalActor
+from ._approval_queue import ApprovalQueue
+from ._directory import Directory
+
+# The scheduler wakes at least this often, so deadlines are fired even when the clock is
+# moved by hand (tests call tick() themselves) or jumps.
+SCHEDULER_MAX_WAIT = 1.0
+
+
+class System:
+    """The live system over one log.
+
+    Threads: one follower (reads every commit, from this process or another, into the views
+    and the actors that cache the affected streams) and one scheduler (fires deadlines with
+    `tick()`); plus one thread per live actor. `close()` stops them in reverse order.
+    """
+
+    def __init__(
+        self,
+        log: EventLog,
+        *,
+        clock: Clock | None = None,
+        approval_timeout: float = 300.0,
+        quorum: int = 2,
+        scheduler: bool = True,
+        owns_log: bool = False,
+    ) -> None:
+        self.log = log
+        self.clock: Clock = clock or log.clock or SystemClock()
+        self._owns_log = owns_log
+        self._closed = threading.Event()
+        self.views = Views(log, clock=self.clock)
+        self._approval_actors = Directory(lambda id: ApprovalActor.start(log, self.clock, id))
+        self.approvals = ApprovalQueue(
+            self._approval_actors, self.views, self.clock, timeout=approval_timeout, quorum=quorum
+        )
+        self._wake = threading.Event()
+        self.approvals.subscribe(self._wake.set)
+        start = self.views.catch_up()
+        # Deadlines that passed while nothing was running fire now, before anyone reads.
+        self.tick()
+        self._threads: list[threading.Thread] = []
+        self._spawn("flightlog-follower", self._follow, start)
+        if scheduler:
+            self._spawn("flightlog-scheduler", self._schedule)
+
+    @classmethod
+    def open(
+        cls,
+        target: str | os.PathLike[str] | EventLog,
+        *,
+        clock: Clock | None = None,
+        approval_timeout: float = 300.0,
+        quorum: int = 2,
+        scheduler: bool = True,
+        **log_options: Any,
+    ) -> System:
+        """Open a System on a database path, ":memory:", a "postgresql://" URL, or an open log."""
+        if isinstance(target, EventLog):
+            return cls(
+                target, clock=clock, approval_timeout=approval_timeout, quorum=quorum, scheduler=scheduler
+            )
+        log = open_log(target, clock=clock, **log_options)
+        try:
+            return cls(
+                log,
+                clock=clock,
+                approval_timeout=approval_timeout,
+                quorum=quorum,
+                scheduler=scheduler,
+                owns_log=True,
+            )
+        except BaseException:
+            log.close()
+            raise
+
+    # -- background work -------------------------------------------------------------------
+
+    def _spawn(self, name: str, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _follow(self, after: int) -> None:
+        for record in self.log.follow(after_seq=after, stop=self._closed):
+            self._route(record)
+
+    def _route(self, record: Record) -> None:
+        if record.stream.startswith("approval-"):
+            self._approval_actors.tell_if_running(record.stream_id, Refresh())
+            self._wake.set()
+
+    def _schedule(self) -> None:
+        while not self._closed.is_set():
+            self.tick()
+            deadline = self.approvals.next_deadline()
+            wait = SCHEDULER_MAX_WAIT
+            if deadline is not None:
+                wait = max(0.0, min(wait, (deadline - self.clock.now()).total_seconds()))
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def tick(self) -> int:
+        """Fire whatever is due now (approval deadlines); return how many fired."""
+        if self._closed.is_set():
+            return 0
+        return self.approvals.tick()
+
+    def passivate(self) -> int:
+        """Stop every idle actor (they refold from the log when next used); return how many."""
+        return self._approval_actors.passivate()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the scheduler, the follower and every actor, then close the log if we opened it."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._wake.set()
+        for thread in reversed(self._threads):
+            thread.join(timeout=10)
+        self._approval_actors.close()
+        if self._owns_log:
+            self.log.close()
+
+    def __enter__(self) -> System:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
