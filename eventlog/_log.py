@@ -38,6 +38,7 @@ class EventLog(abc.ABC):
         self._leader = False
         self._closed = False
         self._commits = threading.Condition(threading.Lock())
+        self._wakeups = 0  # counts _wake_followers calls, guarded by _commits
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -80,8 +81,13 @@ class EventLog(abc.ABC):
                     r.done = True
                 self._leader = False
                 self._cond.notify_all()
-            with self._commits:
-                self._commits.notify_all()
+            self._wake_followers()
+
+    def _wake_followers(self) -> None:
+        """Tell waiting followers that something may have been committed."""
+        with self._commits:
+            self._wakeups += 1
+            self._commits.notify_all()
 
     @abc.abstractmethod
     def _write_batch(self, batch: list[AppendRequest]) -> None:
@@ -146,6 +152,9 @@ class EventLog(abc.ABC):
         """
         last = after_seq
         while not (stop is not None and stop.is_set()) and not self._closed:
+            # Note the count before reading, so a wake-up between the read and the wait is not lost.
+            with self._commits:
+                seen = self._wakeups
             progressed = False
             for record in self.read_all(after_seq=last):
                 last = record.seq
@@ -157,7 +166,8 @@ class EventLog(abc.ABC):
                 with self._commits:
                     if self._closed:
                         return
-                    self._commits.wait(poll_interval)
+                    if self._wakeups == seen:
+                        self._commits.wait(poll_interval)
 
     def verify(
         self, anchor: Head | tuple[int, str] | None = None, progress: Callable[[int], object] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +19,31 @@ def pg_url() -> str | None:
     return os.environ.get(PG_URL_ENV) or None
 
 
+@functools.cache
+def pg_unavailable() -> str | None:
+    """Why the PostgreSQL tests cannot run here, or None when they can."""
+    url = pg_url()
+    if url is None:
+        return f"PostgreSQL not configured: set {PG_URL_ENV}=postgresql://… (.ci/run does)"
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed: pip install -e '.[postgres]'"
+    try:
+        psycopg.connect(url, connect_timeout=5).close()
+    except psycopg.Error as e:
+        return f"PostgreSQL at {PG_URL_ENV} is not reachable: {str(e).strip()}"
+    return None
+
+
+def drop_pg_schema(schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(pg_url() or "", autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
@@ -25,15 +51,19 @@ def clock() -> ManualClock:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
-    if request.param == "postgres" and not pg_url():
-        pytest.skip(f"PostgreSQL not configured: set {PG_URL_ENV}=postgresql://… (.ci/run does)")
+    if request.param == "postgres" and (reason := pg_unavailable()):
+        pytest.skip(reason)
     return str(request.param)
 
 
 @pytest.fixture
 def log_factory(backend: str, tmp_path) -> Iterator[Callable[..., EventLog]]:
-    """Opens logs on the parametrized backend; every log opened by one test shares one database."""
+    """Opens logs on the parametrized backend; every log opened by one test shares one database.
+
+    On PostgreSQL each test gets a fresh schema (the log creates it), dropped afterwards.
+    """
     opened: list[EventLog] = []
+    schema = None
     if backend == "postgres":
         schema = f"t_{uuid.uuid4().hex[:12]}"
         target = f"{pg_url()}{'&' if '?' in (pg_url() or '') else '?'}options=-csearch_path%3D{schema}"
@@ -53,6 +83,8 @@ def log_factory(backend: str, tmp_path) -> Iterator[Callable[..., EventLog]]:
     for log in opened:
         if not log.closed:
             log.close()
+    if schema is not None:
+        drop_pg_schema(schema)
 
 
 @pytest.fixture

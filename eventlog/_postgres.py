@@ -1,0 +1,301 @@
+"""The PostgreSQL backend: one writer at a time holds the head, so seq is gap-free in commit order."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Iterator
+from typing import Any, cast
+
+import psycopg
+from psycopg import sql
+
+from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records
+from ._chain import Hasher
+from ._clock import Clock, to_micros
+from ._errors import ConcurrencyError, IdempotencyConflict, StorageError
+from ._log import EventLog
+from ._pgconn import Conn, Connector, Listener, ReaderPool
+from ._record import GENESIS_HASH, Head, Record, expectation_holds
+
+COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash"
+_STREAM_VERSION = "SELECT MAX(version) FROM events WHERE stream = %s"
+_INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+# Every writer locks this one row first and keeps it until COMMIT: see write_group.
+_TAKE_HEAD = "SELECT id FROM events_writer WHERE id = 1 FOR UPDATE"
+
+MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "0001_create_events",
+        (
+            """
+            CREATE TABLE events (
+                seq         BIGINT  PRIMARY KEY,
+                stream      TEXT    NOT NULL,
+                version     BIGINT  NOT NULL,
+                type        TEXT    NOT NULL,
+                schema      INTEGER NOT NULL,
+                data        BYTEA   NOT NULL,
+                meta        BYTEA   NOT NULL,
+                event_id    TEXT    NOT NULL UNIQUE,
+                recorded_at BIGINT  NOT NULL,
+                prev_hash   TEXT    NOT NULL,
+                hash        TEXT    NOT NULL,
+                UNIQUE (stream, version)
+            )
+            """,
+            "CREATE TABLE events_writer (id SMALLINT PRIMARY KEY CHECK (id = 1))",
+            "INSERT INTO events_writer (id) VALUES (1)",
+        ),
+    ),
+]
+# pg_advisory_xact_lock key: serialises migrations of processes that open a log at once.
+_MIGRATION_LOCK = int.from_bytes(hashlib.sha256(b"flightlog migrations").digest()[:8], "big", signed=True)
+
+
+class PostgresLog(EventLog):
+    """The event log in a PostgreSQL schema, shareable by processes on many machines.
+
+    The schema is the first one on the URL's search_path (created if missing), so one
+    database can hold several logs. Appends go through one writer connection; reads use a
+    small pool, each query its own snapshot. `follow` is woken by LISTEN/NOTIFY, so it sees
+    other processes' commits at once.
+    """
+
+    def __init__(self, url: str, *, clock: Clock | None = None, hmac_key: bytes | None = None) -> None:
+        super().__init__(clock=clock, hmac_key=hmac_key)
+        self._connector = Connector(url)
+        self.url = self._connector.safe_url
+        self._write_lock = threading.Lock()
+        self._listener_lock = threading.Lock()
+        self._listener: Listener | None = None
+        self._writer: Conn | None = self._connect_writer()
+        try:
+            schema = migrate(self._writer)
+        except psycopg.Error as e:
+            self._writer.close()
+            raise self._connector.translate(e) from e
+        self._channel = channel_for(schema)
+        self._readers = ReaderPool(self._connector)
+
+    # -- the EventLog contract -------------------------------------------------------------
+
+    def _rows_after(self, after_seq: int, limit: int, to_seq: int | None) -> list[Row]:
+        if to_seq is None:
+            return self._query(
+                f"SELECT {COLUMNS} FROM events WHERE seq > %s ORDER BY seq LIMIT %s", (after_seq, limit)
+            )
+        return self._query(
+            f"SELECT {COLUMNS} FROM events WHERE seq > %s AND seq <= %s ORDER BY seq LIMIT %s",
+            (after_seq, to_seq, limit),
+        )
+
+    def _stream_rows(self, stream: str, from_version: int, to_version: int | None, limit: int) -> list[Row]:
+        hi = to_version if to_version is not None else 2**62
+        return self._query(
+            f"SELECT {COLUMNS} FROM events WHERE stream = %s AND version >= %s AND version <= %s "
+            "ORDER BY version LIMIT %s",
+            (stream, from_version, hi, limit),
+        )
+
+    def head(self) -> Head:
+        rows = self._query("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
+        return Head(rows[0][0], rows[0][1]) if rows else Head(0, GENESIS_HASH)
+
+    def stream_version(self, stream: str) -> int:
+        rows = self._query(_STREAM_VERSION, (stream,))
+        return int(rows[0][0] or 0)
+
+    def follow(
+        self,
+        after_seq: int = 0,
+        *,
+        stop: threading.Event | None = None,
+        poll_interval: float = 0.05,
+    ) -> Iterator[Record]:
+        """Yield records after `after_seq` as they are committed, by this process or another.
+
+        Other processes' commits wake it through LISTEN/NOTIFY; the poll only covers the
+        moments the listening connection is lost.
+        """
+        with self._listener_lock:
+            if self._listener is None and not self._closed:
+                self._listener = Listener(self._connector, self._channel, self._wake_followers)
+        return super().follow(after_seq, stop=stop, poll_interval=poll_interval)
+
+    def _write_batch(self, batch: list[AppendRequest]) -> None:
+        with self._write_lock:
+            try:
+                if self._writer is None or self._writer.closed or self._writer.broken:
+                    self._writer = self._connect_writer()
+                conn = self._writer
+                with conn.transaction():
+                    write_group(conn, batch, self.clock, self._hasher, self._channel, self.url)
+            except BaseException as e:
+                for r in batch:
+                    r.result = None
+                    r.error = None
+                if isinstance(e, psycopg.Error):
+                    raise self._connector.translate(e) from e
+                raise
+
+    def _close_backend(self) -> None:
+        with self._listener_lock:
+            if self._listener is not None:
+                self._listener.stop()
+                self._listener = None
+        with self._write_lock:
+            if self._writer is not None:
+                self._writer.close()
+        self._readers.close()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _connect_writer(self) -> Conn:
+        conn = self._connector.connect()
+        # Whatever the server's default: each statement must see the commit of the writer
+        # it waited for, which a snapshot taken at the transaction's first statement would not.
+        conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        return conn
+
+    def _query(self, query: str, params: tuple[object, ...] = ()) -> list[Row]:
+        self._check_open()
+        try:
+            with self._readers.connection() as conn:
+                return cast(list[Row], conn.execute(query, params).fetchall())
+        except psycopg.Error as e:
+            raise self._connector.translate(e) from e
+
+
+def write_group(
+    conn: Conn, batch: list[AppendRequest], clock: Clock, hasher: Hasher, channel: str, url: str
+) -> None:
+    """Write every request of `batch` inside the caller's open transaction.
+
+    The transaction first locks the writer row and holds it until COMMIT, so writers take
+    the head one at a time: seq N+1 is chosen only after the transaction holding seq N has
+    committed (PostgreSQL releases row locks after a commit becomes visible). Every snapshot
+    therefore sees a prefix 1..N of the log, and a follower reading `seq > last` never skips
+    a seq that commits late. A sequence would not give this: its numbers are handed out
+    outside the transaction and commit in any order.
+    """
+    conn.execute(_TAKE_HEAD)
+    last = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+    head_seq, head_hash, head_us = last if last else (0, GENESIS_HASH, 0)
+    start_seq = head_seq
+    # recorded_at never goes backwards along seq, so "as of a time" is a prefix of the log.
+    now_us = max(to_micros(clock.now()), head_us)
+    versions: dict[str, int] = {}
+    for req in batch:
+        version = versions.get(req.stream)
+        if version is None:
+            found = conn.execute(_STREAM_VERSION, (req.stream,)).fetchone()
+            version = int(found[0] or 0) if found else 0
+        if not expectation_holds(req.expect, version):
+            try:
+                req.result = _retry_or_none(conn, req)
+                if req.result is None:
+                    req.error = ConcurrencyError(req.stream, req.expect, version)
+            except IdempotencyConflict as e:  # this caller's error, not the group's
+                req.error = e
+            continue
+        if not req.events:
+            req.result = []
+            continue
+        rows = chain_rows(req.stream, version, req.events, head_seq, head_hash, now_us, hasher)
+        if not _insert(conn, rows):
+            try:
+                req.result = _retry_or_none(conn, req)
+            except IdempotencyConflict as e:
+                req.error = e
+                continue
+            if req.result is None:  # cannot happen while every writer takes the head first
+                raise StorageError(url, f"seq {rows[0][0]} or {req.stream!r} v{rows[0][2]} already taken")
+            continue
+        head_seq, head_hash = rows[-1][0], rows[-1][10]
+        versions[req.stream] = rows[-1][2]
+        req.result = rows_to_records(rows)
+    if head_seq != start_seq:
+        conn.execute("SELECT pg_notify(%s, %s)", (channel, str(head_seq)))
+
+
+def _insert(conn: Conn, rows: list[Row]) -> bool:
+    """Insert one request's rows; False, with nothing inserted, if a unique key is taken."""
+    if len(rows) == 1:
+        cur = conn.execute(f"{_INSERT} ON CONFLICT DO NOTHING", rows[0])
+        return cur.rowcount == 1
+    try:
+        with conn.transaction():  # a savepoint: a conflict undoes this request only
+            conn.cursor().executemany(_INSERT, rows)
+    except psycopg.errors.UniqueViolation:
+        return False
+    return True
+
+
+def _retry_or_none(conn: Conn, req: AppendRequest) -> list[Record] | None:
+    ids = [e.event_id for e in req.events]
+    if not ids:
+        return None
+    found = conn.execute(f"SELECT {COLUMNS} FROM events WHERE event_id = ANY(%s)", (ids,)).fetchall()
+    return resolve_retry(req.stream, req.events, {row[7]: cast(Row, row) for row in found})
+
+
+def migrate(conn: Conn) -> str:
+    """Create the schema if missing, apply pending named migrations, and return the schema."""
+    if not _pending(conn):
+        return str(_scalar(conn, "SELECT current_schema()"))
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        schema = _scalar(conn, "SELECT current_schema()")
+        if schema is None:
+            schema = _first_on_search_path(conn)
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        if _scalar(conn, "SELECT to_regclass('schema_migrations')") is None:
+            conn.execute(
+                "CREATE TABLE schema_migrations "
+                "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+        for name in _pending(conn):
+            for statement in dict(MIGRATIONS)[name]:
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (name,))
+    return str(schema)
+
+
+def _pending(conn: Conn) -> list[str]:
+    if _scalar(conn, "SELECT current_schema()") is None:
+        return [name for name, _ in MIGRATIONS]
+    if _scalar(conn, "SELECT to_regclass('schema_migrations')") is None:
+        return [name for name, _ in MIGRATIONS]
+    applied = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
+    return [name for name, _ in MIGRATIONS if name not in applied]
+
+
+def _scalar(conn: Conn, query: str) -> Any:
+    row = conn.execute(query).fetchone()
+    return row[0] if row else None
+
+
+_PATH_ITEM = re.compile(r'\s*("(?:[^"]|"")*"|[^,]*?)\s*(?:,|$)')
+
+
+def _first_on_search_path(conn: Conn) -> str:
+    path = str(_scalar(conn, "SELECT current_setting('search_path')"))
+    first = _PATH_ITEM.match(path)
+    name = first.group(1) if first else ""
+    if name.startswith('"'):
+        name = name[1:-1].replace('""', '"')
+    if name == "$user":
+        name = str(_scalar(conn, "SELECT current_user"))
+    if not name:
+        raise psycopg.ProgrammingError("the search_path names no schema to create the log in")
+    return name
+
+
+def channel_for(schema: str) -> str:
+    """The NOTIFY channel of the log in `schema` (a channel name is at most 63 bytes)."""
+    name = f"flightlog_events_{schema}"
+    if len(name.encode()) <= 63:
+        return name
+    return "flightlog_events_" + hashlib.sha256(schema.encode()).hexdigest()[:32]
