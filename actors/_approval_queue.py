@@ -8,13 +8,14 @@ one outcome wins across threads, Systems and processes; losers hear ApprovalNotP
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from eventlog import Clock
 from projections import ApprovalRow, Views
@@ -57,6 +58,8 @@ from ._errors import (
 KEYS = approval_actor_state()
 # How often a request waiting with a `cancel` event looks at it.
 CANCEL_POLL = 0.02
+# The log's stream names are at most 512 characters, "approval-" included.
+MAX_ID_LENGTH = 512 - len("approval-")
 
 
 class ApprovalQueue:
@@ -97,6 +100,8 @@ class ApprovalQueue:
         """Record the request, publish it, and block until its one outcome; return it."""
         approval = self._new_approval(request, deadline)
         hook = self.on_requested
+        if hook is None and cancel is not None and cancel.is_set():
+            hook = _no_hook  # cancelled already: recorded, then expired, never published
         id = approval.id
         meta = {"actor": requested_by or "runtime", "correlation_id": approval.run_id}
         if hook is not None:
@@ -115,6 +120,21 @@ class ApprovalQueue:
                 return early
         self._changed()
         return self._await(approval, waiter, cancel)
+
+    def submit(
+        self, request: ApprovalRequest, *, deadline: datetime | None = None, requested_by: str = ""
+    ) -> Approval:
+        """Record and publish a request without waiting for its outcome (no on_requested hook).
+
+        For requesters that are not blocked in this process, such as an agent that asked
+        over HTTP and will hear the answer on its control queue.
+        """
+        approval = self._new_approval(request, deadline)
+        meta = {"actor": requested_by or "runtime", "correlation_id": approval.run_id}
+        quorum = self.quorum if request.requires_fleet_quorum else 1
+        self._dir.ask(approval.id, Act(RecordApproval(approval, quorum, requested_by, publish=True), meta, claim=False))
+        self._changed()
+        return approval
 
     def _new_approval(self, req: ApprovalRequest, deadline: datetime | None) -> Approval:
         if not (req.kind and req.title and req.detail):
@@ -168,10 +188,17 @@ class ApprovalQueue:
         if invalidated_by is None and not (cancel and cancel.is_set()):
             self._dir.ask(id, Act(PublishApproval(), meta, claim=False))
             return None
-        resolution = self._conclude(id, ExpireApproval(invalidated_by or KEYS.runtime), meta)
         if invalidated_by is None:
-            raise ApprovalCancelledError(id)
-        return resolution
+            self._expire_cancelled(id, meta)
+        return self._conclude(id, ExpireApproval(invalidated_by), meta)
+
+    def _expire_cancelled(self, id: str, meta: dict[str, Any]) -> NoReturn:
+        """Expire a cancelled request by `runtime`; the error chains on_resolved's, if it failed."""
+        try:
+            self._conclude(id, ExpireApproval(KEYS.runtime), meta)
+        except ApprovalHookError as e:
+            raise ApprovalCancelledError(id) from e
+        raise ApprovalCancelledError(id)
 
     def _await(
         self, approval: Approval, waiter: Future[Outcome], cancel: threading.Event | None
@@ -183,10 +210,9 @@ class ApprovalQueue:
             except FutureTimeout:
                 if cancel is not None and cancel.is_set():
                     try:
-                        self._conclude(approval.id, ExpireApproval(KEYS.runtime), {"actor": KEYS.runtime})
-                    except ApprovalNotPendingError:
-                        continue  # decided meanwhile: that outcome stands, and the waiter has it
-                    raise ApprovalCancelledError(approval.id) from None
+                        self._expire_cancelled(approval.id, {"actor": KEYS.runtime})
+                    except (ApprovalNotPendingError, ApprovalResolvingError):
+                        continue  # decided meanwhile: that outcome stands, and the waiter gets it
         if resolution is None:
             raise ApprovalNotPendingError(approval.id)
         if hook_error is not None:
@@ -199,6 +225,9 @@ class ApprovalQueue:
         """Apply an operator's decision; return the outcome it produced."""
         if decision not in (APPROVE, REJECT):
             raise ApprovalValidationError("decision must be approve or reject")
+        if not id or len(id) > MAX_ID_LENGTH:
+            # Never recorded: such an id cannot even name a stream (its actor would not start).
+            raise ApprovalNotPendingError(id)
         actor = actor or KEYS.operator
         state = self._conclude(id, DecideApproval(decision, actor, identity), {"actor": actor})
         if state is None:
@@ -252,11 +281,11 @@ class ApprovalQueue:
             try:
                 self._conclude(row.id, ExpireApproval(actor), {"actor": actor})
             except ApprovalHookError as e:
-                problems.append(f"expiring approval {row.id!r}: {e.__cause__}")
+                problems.append(f"expiring approval {_quote(row.id)}: {e.__cause__}")
             except ApprovalResolvingError:
-                problems.append(f"expiring approval {row.id!r}: resolution already in progress")
+                problems.append(f"expiring approval {_quote(row.id)}: resolution already in progress")
             except ApprovalNotPendingError:
-                problems.append(f"expiring approval {row.id!r}: approval is no longer pending")
+                problems.append(f"expiring approval {_quote(row.id)}: approval is no longer pending")
         if problems:
             raise ApprovalExpireRunError(problems)
 
@@ -325,6 +354,14 @@ class ApprovalQueue:
     def _changed(self) -> None:
         for fn in list(self._listeners):
             fn()
+
+
+def _no_hook(approval: Approval) -> None:
+    return None
+
+
+def _quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # Go's %q, as in the seed's messages
 
 
 def to_approval(row: ApprovalRow) -> Approval:

@@ -13,6 +13,10 @@ ActorsError
 │   ├── ApprovalValidationError         a bad request or decision; nothing recorded (also ValueError)
 │   ├── DuplicateVoteError              the same actor approved a quorum approval twice
 │   └── QuorumPendingError              the vote counted; more distinct approvers are needed
+├── BrokerError                     the broker refused an operation on a run
+│   ├── ControlQueueFullError           the run's control queue is at its bound (HTTP 429)
+│   ├── RunAlreadyRegisteredError       create_run or /register on an existing run (HTTP 409)
+│   └── RunNotFoundError                no such run (also LookupError; HTTP 404)
 ├── ContentionError                 a stream kept changing under an actor's decisions
 ├── InvalidToolOverrideScopeError   a scope outside the tool-override vocabulary (also ValueError)
 ├── ProjectError                    a project or its workspace cannot be used
@@ -32,6 +36,7 @@ ActorsError
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -192,12 +197,21 @@ class ApprovalExpiredError(ApprovalError):
     sentinel = "approval expired"
 
     def __init__(self, resolution: Any, actor: str, decision: str) -> None:
-        expires = resolution.approval.expires_at.isoformat().replace("+00:00", "Z")
+        expires = _rfc3339nano(resolution.approval.expires_at)
         super().__init__(
             f"{self.sentinel}: approval {_quote(resolution.approval.id)} expired at {expires} "
             f"before {_quote(actor)} could submit {_quote(decision)}"
         )
         self.resolution = resolution
+
+
+def _rfc3339nano(when: datetime) -> str:
+    # Go's time.RFC3339Nano in UTC: trailing zeros of the fraction trimmed, no dot for none.
+    when = when.astimezone(UTC)
+    text = when.strftime("%Y-%m-%dT%H:%M:%S")
+    if when.microsecond:
+        text += f".{when.microsecond:06d}".rstrip("0")
+    return text + "Z"
 
 
 class ApprovalRequestError(ApprovalError):
@@ -253,3 +267,32 @@ class ContentionError(ActorsError):
     def __init__(self, stream: str, attempts: int) -> None:
         super().__init__(f"{stream}: still conflicting after {attempts} attempts")
         self.stream = stream
+
+
+class BrokerError(ActorsError):
+    """Raised when the broker refuses an operation on a run."""
+
+
+class RunNotFoundError(BrokerError, LookupError):
+    """Raised when a run is not registered; the message is the seed's `run not found: <id>`."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run not found: {run_id}")
+        self.run_id = run_id
+
+
+class RunAlreadyRegisteredError(BrokerError):
+    """Raised when a run id is registered again without its token."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__("run already registered")
+        self.run_id = run_id
+
+
+class ControlQueueFullError(BrokerError):
+    """Raised when a run's undelivered control queue is at its bound; nothing was queued."""
+
+    def __init__(self, run_id: str, limit: int) -> None:
+        super().__init__(f"control queue of run {run_id} is full ({limit} undelivered messages)")
+        self.run_id = run_id
+        self.limit = limit

@@ -13,6 +13,7 @@ from projections import Views
 from ._aggregate import Refresh
 from ._approval_actor import ApprovalActor
 from ._approval_queue import ApprovalQueue
+from ._broker import Broker
 from ._directory import Directory
 
 # The scheduler wakes at least this often, so deadlines are fired even when the clock is
@@ -47,6 +48,7 @@ class System:
         self.approvals = ApprovalQueue(
             self._approval_actors, self.views, self.clock, timeout=approval_timeout, quorum=quorum
         )
+        self.broker = Broker(log, self.clock, self.approvals, self.views)
         self._wake = threading.Event()
         self.approvals.subscribe(self._wake.set)
         start = self.views.catch_up()
@@ -99,9 +101,14 @@ class System:
             self._route(record)
 
     def _route(self, record: Record) -> None:
-        if record.stream.startswith("approval-"):
+        category = record.category
+        if category == "approval":
             self._approval_actors.tell_if_running(record.stream_id, Refresh())
             self._wake.set()
+            if record.type == "ApprovalDecided":
+                self.broker.approval_decided(record.data["approval_id"])
+        elif category == "run":
+            self.broker.on_record(record)
 
     def _schedule(self) -> None:
         while not self._closed.is_set():
@@ -121,7 +128,7 @@ class System:
 
     def passivate(self) -> int:
         """Stop every idle actor (they refold from the log when next used); return how many."""
-        return self._approval_actors.passivate()
+        return self._approval_actors.passivate() + self.broker.passivate()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -133,6 +140,7 @@ class System:
         self._wake.set()
         for thread in reversed(self._threads):
             thread.join(timeout=10)
+        self.broker.close()
         self._approval_actors.close()
         if self._owns_log:
             self.log.close()
