@@ -7,12 +7,17 @@ from ._runner import ViewRunner
 from ._view import View
 from ._views import Views
 from .approvals import ApprovalHistoryView, ApprovalRow, PendingApprovalsView, RefusedAttempt
+from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow
 
 __all__ = [
     "ApprovalHistoryView",
     "ApprovalRow",
+    "FinishStatus",
+    "FinishStatusView",
     "PendingApprovalsView",
     "RefusedAttempt",
+    "RunRegistryView",
+    "RunRow",
     "View",
     "ViewRunner",
     "Views",

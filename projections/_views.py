@@ -17,12 +17,13 @@ from .approvals import (
     history_order,
     pending_order,
 )
+from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow, registry_order
 
 At = int | datetime | None
 
 
 def default_views() -> list[View]:
-    return [PendingApprovalsView(), ApprovalHistoryView()]
+    return [PendingApprovalsView(), ApprovalHistoryView(), RunRegistryView(), FinishStatusView()]
 
 
 class Views:
@@ -93,4 +94,22 @@ class Views:
     def approval(self, approval_id: str, at: At = None) -> ApprovalRow | None:
         state, _ = self._state("approval_history", at)
         row: ApprovalRow | None = state.get(approval_id)
+        return row
+
+    # -- runs (the broker's registry) ------------------------------------------------------
+
+    def runs(self, at: At = None) -> list[RunRow]:
+        """Registered runs in registration order."""
+        state, _ = self._state("run_registry", at)
+        return registry_order(state)
+
+    def run(self, run_id: str, at: At = None) -> RunRow | None:
+        state, _ = self._state("run_registry", at)
+        row: RunRow | None = state.get(run_id)
+        return row
+
+    def finish_status(self, run_id: str, at: At = None) -> FinishStatus | None:
+        """The run's finish count, last status and summary (None if not registered)."""
+        state, _ = self._state("finish_status", at)
+        row: FinishStatus | None = state.get(run_id)
         return row
