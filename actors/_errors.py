@@ -18,6 +18,14 @@ ActorsError
 │   ├── RunAlreadyRegisteredError       create_run or /register on an existing run (HTTP 409)
 │   └── RunNotFoundError                no such run (also LookupError; HTTP 404)
 ├── ContentionError                 a stream kept changing under an actor's decisions
+├── ControllerError                 the operator controller refused or failed an operation
+│   ├── ControllerBusyError             a turn is running or stopping (admission refused)
+│   ├── ControllerValidationError       a bad prompt or delivery (also ValueError)
+│   ├── HarnessEventError               a harness event for a run that is not the active one
+│   ├── ReconcileError                  the reconcile gate refused or failed a step
+│   ├── RunConflictError                the caller's run is not the current one
+│   ├── RunNotActiveError               the run cannot be steered now
+│   └── SessionConflictError            the caller's session is not the current one
 ├── InvalidToolOverrideScopeError   a scope outside the tool-override vocabulary (also ValueError)
 ├── ProjectError                    a project or its workspace cannot be used
 │   ├── InvalidBaseDirError             base_dir is empty, relative or escapes the workspace (also ValueError)
@@ -296,3 +304,47 @@ class ControlQueueFullError(BrokerError):
         super().__init__(f"control queue of run {run_id} is full ({limit} undelivered messages)")
         self.run_id = run_id
         self.limit = limit
+
+
+class ControllerError(ActorsError):
+    """Raised when the operator controller refuses or fails an operation."""
+
+
+class ControllerValidationError(ControllerError, ValueError):
+    """Raised when a prompt is empty or a delivery is not immediate or enqueue."""
+
+
+class ControllerBusyError(ControllerError):
+    """Raised when a prompt arrives while a turn is running, aborting or persisting."""
+
+    def __init__(self) -> None:
+        super().__init__("the agent is already running or stopping a turn")
+
+
+class SessionConflictError(ControllerError):
+    """Raised when an action targets a different harness session than the current one."""
+
+    def __init__(self) -> None:
+        super().__init__("agent session changed")
+
+
+class RunConflictError(ControllerError):
+    """Raised when an action targets an older or otherwise different run."""
+
+    def __init__(self) -> None:
+        super().__init__("agent run changed")
+
+
+class RunNotActiveError(ControllerError):
+    """Raised when the targeted run cannot currently be steered."""
+
+    def __init__(self) -> None:
+        super().__init__("agent run is not active")
+
+
+class HarnessEventError(ControllerError):
+    """Raised when a harness publishes an event for a run that is not the active one."""
+
+
+class ReconcileError(ControllerError):
+    """Raised when the reconcile gate refuses or fails a step; the message says which."""

@@ -14,7 +14,10 @@ from ._aggregate import Refresh
 from ._approval_actor import ApprovalActor
 from ._approval_queue import ApprovalQueue
 from ._broker import Broker
+from ._controller import Controller
 from ._directory import Directory
+from ._harness import Harness
+from ._reconcile import Reconciler
 
 # The scheduler wakes at least this often, so deadlines are fired even when the clock is
 # moved by hand (tests call tick() themselves) or jumps.
@@ -50,6 +53,7 @@ class System:
         )
         self.broker = Broker(log, self.clock, self.approvals, self.views)
         self._wake = threading.Event()
+        self._controllers: list[Controller] = []
         self.approvals.subscribe(self._wake.set)
         start = self.views.catch_up()
         # Deadlines that passed while nothing was running fire now, before anyone reads.
@@ -120,6 +124,34 @@ class System:
             self._wake.wait(wait)
             self._wake.clear()
 
+    def controller(
+        self, harness: Harness, reconciler: Reconciler | None = None, *, controller_id: str = "default"
+    ) -> Controller:
+        """A Controller for one harness session, recorded in `controller-<controller_id>`.
+
+        Opening a controller whose log says a run was still running (the process died during
+        it) marks that run failed, with a `stopped` notice in its timeline.
+        """
+        queue = ApprovalQueue(
+            self._approval_actors,
+            self.views,
+            self.clock,
+            timeout=self.approvals.timeout,
+            quorum=self.approvals.quorum,
+        )
+        queue.subscribe(self._wake.set)
+        ctrl = Controller(
+            self.log,
+            self.clock,
+            self.views,
+            queue,
+            harness,
+            reconciler=reconciler,
+            controller_id=controller_id,
+        )
+        self._controllers.append(ctrl)
+        return ctrl
+
     def tick(self) -> int:
         """Fire whatever is due now (approval deadlines); return how many fired."""
         if self._closed.is_set():
@@ -140,6 +172,8 @@ class System:
         self._wake.set()
         for thread in reversed(self._threads):
             thread.join(timeout=10)
+        for ctrl in self._controllers:
+            ctrl.close_quietly()
         self.broker.close()
         self._approval_actors.close()
         if self._owns_log:

@@ -41,10 +41,15 @@ class AppendRequest:
 
 def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
     out = []
+    ids: set[str] = set()
     for ev in events:
         new = ev if isinstance(ev, NewEvent) else encode(ev)
         if not isinstance(new, NewEvent):
             raise TypeError(f"cannot append {type(ev).__name__}: not a NewEvent or catalogue event")
+        # Caught here, not by UNIQUE(event_id): that would fail the whole group-commit transaction.
+        if str(new.event_id) in ids:
+            raise ValueError(f"event_id {new.event_id} appears twice in one batch")
+        ids.add(str(new.event_id))
         out.append(
             EncodedEvent(
                 new.type,
@@ -134,6 +139,8 @@ def resolve_retry(stream: str, events: Sequence[EncodedEvent], stored: dict[str,
             raise IdempotencyConflict(ev.event_id, f"stored in stream {row[1]!r}")
         if row[3] != ev.type or bytes(row[5]) != ev.data_json or row[4] != ev.schema:
             raise IdempotencyConflict(ev.event_id, "type or data differ")
+        if bytes(row[6]) != ev.meta_json:
+            raise IdempotencyConflict(ev.event_id, "meta differs")
         matched.append(row)
     versions = [r[2] for r in matched]
     if versions != list(range(versions[0], versions[0] + len(versions))):

@@ -67,7 +67,7 @@ def walk_chain(
         if prev_hash != prev:
             return VerifyResult(False, checked, seq, "prev_hash does not match the previous hash")
         body = canonical_bytes(
-            seq, stream, version, type_name, schema, bytes(data), bytes(meta), event_id, rec_us
+            seq, stream, version, type_name, schema, _blob(data), _blob(meta), event_id, rec_us
         )
         if hasher(prev, body) != h:
             return VerifyResult(False, checked, seq, "hash does not match the record's content")
@@ -90,6 +90,15 @@ def walk_chain(
     return VerifyResult(True, checked, None, "", head)
 
 
+def _blob(value: bytes | str) -> bytes:
+    """A stored data or meta value as bytes.
+
+    The log writes BLOBs, but a row edited by hand (the sqlite3 shell, say) holds TEXT: that
+    must read, and fail verification by its hash, rather than crash the reader.
+    """
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
 def record_from_row(
     row: tuple[int, str, int, str, int, bytes, bytes, str, int, str, str],
 ) -> Record:
@@ -102,7 +111,7 @@ def record_from_row(
         type_name,
         schema,
         orjson.loads(data),
-        bytes(meta),
+        meta if type(meta) is bytes else _blob(meta),
         event_id,
         rec_us,
         prev_hash,

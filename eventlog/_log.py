@@ -47,19 +47,24 @@ class EventLog(abc.ABC):
     ) -> list[Record]:
         """Append `events` to `stream` atomically if the stream's version satisfies `expect`."""
         check_stream_name(stream)
-        if not isinstance(expect, Expect) and (not isinstance(expect, int) or expect < 0):
+        if not isinstance(expect, Expect) and (
+            not isinstance(expect, int) or isinstance(expect, bool) or expect < 0
+        ):
             raise ValueError(f"expect must be ANY, NO_STREAM, EXISTS or a version >= 0, got {expect!r}")
         req = AppendRequest(stream, encode_events(events), expect)
         self._check_open()
-        batch: list[AppendRequest] | None = None
         with self._cond:
             self._queue.append(req)
-            while not req.done and self._leader:
-                self._cond.wait()
-            if not req.done:
+        # Lead until this request is written: with more than MAX_GROUP callers queued, the
+        # group this thread leads may not hold its own request.
+        while True:
+            with self._cond:
+                while not req.done and self._leader:
+                    self._cond.wait()
+                if req.done:
+                    break
                 self._leader = True
                 batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
-        if batch is not None:
             self._lead(batch)
         if req.error is not None:
             raise req.error
@@ -156,12 +161,17 @@ class EventLog(abc.ABC):
             with self._commits:
                 seen = self._wakeups
             progressed = False
-            for record in self.read_all(after_seq=last):
-                last = record.seq
-                progressed = True
-                yield record
-                if stop is not None and stop.is_set():
+            try:
+                for record in self.read_all(after_seq=last):
+                    last = record.seq
+                    progressed = True
+                    yield record
+                    if stop is not None and stop.is_set():
+                        return
+            except EventLogError:
+                if self._closed:  # closed between two pages: end, as documented, not raise
                     return
+                raise
             if not progressed:
                 with self._commits:
                     if self._closed:

@@ -108,6 +108,7 @@ class SQLiteLog(EventLog):
     # -- connections -----------------------------------------------------------------------
 
     def _connect(self, *, write: bool) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = None
         try:
             if self.readonly:
                 uri = f"file:{os.path.abspath(self.path)}?mode=ro"
@@ -125,8 +126,12 @@ class SQLiteLog(EventLog):
                     raise StorageError(self.path, f"could not switch to WAL (journal_mode={mode})")
             conn.execute(f"PRAGMA synchronous = {self._sync}")
             return conn
-        except sqlite3.Error as e:
-            raise translate(e, self.path) from e
+        except BaseException as e:
+            if conn is not None:  # else the half-set-up connection holds the file until a GC pass
+                conn.close()
+            if isinstance(e, sqlite3.Error):
+                raise translate(e, self.path) from e
+            raise
 
     def _migrate(self) -> None:
         db = Database(self._conn)
@@ -301,5 +306,8 @@ def translate(exc: sqlite3.Error, path: str) -> StorageError:
     if primary in _FULL or "disk is full" in message:
         return DiskFullError(path, f"disk is full; nothing was written: {message}")
     if primary in _CANTOPEN:
+        folder = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(folder) and not os.access(folder, os.W_OK):  # WAL must create -wal and -shm
+            return ReadOnlyDatabaseError(path, f"its folder cannot be written: {message}")
         return StorageError(path, f"cannot open the database: {message}")
     return StorageError(path, message)

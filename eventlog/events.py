@@ -14,6 +14,18 @@ from ._events_approval import (
     ApprovalRequested,
     ApprovalVoted,
 )
+from ._events_controller import (
+    AgentRunStarted,
+    AgentRunStatusChanged,
+    ControllerClosed,
+    ControllerStarted,
+    HarnessEventRecorded,
+    PromptDelivered,
+    ReconcileApprovalDropped,
+    ReconcileApprovalGranted,
+    ReconcileDispatched,
+    ReconcilePrepared,
+)
 from ._events_run import (
     BrokerReset,
     ControlDelivered,
@@ -30,6 +42,8 @@ from ._events_run import (
 )
 
 __all__ = [
+    "AgentRunStarted",
+    "AgentRunStatusChanged",
     "ApprovalDecided",
     "ApprovalDecisionRefused",
     "ApprovalDiscarded",
@@ -39,9 +53,17 @@ __all__ = [
     "BrokerReset",
     "ControlDelivered",
     "ControlQueued",
+    "ControllerClosed",
+    "ControllerStarted",
     "Event",
+    "HarnessEventRecorded",
     "PermissionDecided",
     "PermissionRequested",
+    "PromptDelivered",
+    "ReconcileApprovalDropped",
+    "ReconcileApprovalGranted",
+    "ReconcileDispatched",
+    "ReconcilePrepared",
     "RunDeleted",
     "RunFinished",
     "RunHeartbeat",

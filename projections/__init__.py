@@ -8,6 +8,7 @@ from ._view import View
 from ._views import Views
 from .approvals import ApprovalHistoryView, ApprovalRow, PendingApprovalsView, RefusedAttempt
 from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow
+from .timeline import TimelineEntry, TimelineView
 
 __all__ = [
     "ApprovalHistoryView",
@@ -18,6 +19,8 @@ __all__ = [
     "RefusedAttempt",
     "RunRegistryView",
     "RunRow",
+    "TimelineEntry",
+    "TimelineView",
     "View",
     "ViewRunner",
     "Views",

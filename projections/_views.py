@@ -18,12 +18,19 @@ from .approvals import (
     pending_order,
 )
 from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow, registry_order
+from .timeline import TimelineEntry, TimelineView, render
 
 At = int | datetime | None
 
 
 def default_views() -> list[View]:
-    return [PendingApprovalsView(), ApprovalHistoryView(), RunRegistryView(), FinishStatusView()]
+    return [
+        PendingApprovalsView(),
+        ApprovalHistoryView(),
+        RunRegistryView(),
+        FinishStatusView(),
+        TimelineView(),
+    ]
 
 
 class Views:
@@ -113,3 +120,12 @@ class Views:
         state, _ = self._state("finish_status", at)
         row: FinishStatus | None = state.get(run_id)
         return row
+
+    # -- the operator timeline -------------------------------------------------------------
+
+    def timeline(self, run_id: str, at: At = None) -> list[TimelineEntry]:
+        """A controller run's timeline (its session's conversation up to and including it)."""
+        seq = self.resolve_at(at)
+        if seq is None:
+            return self.runner.read("timeline", lambda state: render(state, run_id))
+        return render(self.runner.fold_until(seq, ["timeline"])["timeline"], run_id)

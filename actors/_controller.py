@@ -1,0 +1,344 @@
+"""Controller: the seed's operator controller for one agent session, over an event-sourced actor.
+
+Harness calls and hooks run in the caller's thread, never inside the actor, so a harness
+may publish synchronously from inside `send`. The public methods keep the seed's names and
+errors; everything they change is recorded in `controller-<id>` before they return.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NoReturn
+
+from eventlog import Clock, EventLog
+from projections import TimelineEntry, Views
+
+from ._approval_model import ApprovalRequest, ApprovalResolution
+from ._approval_queue import ApprovalQueue
+from ._controller_actor import ControllerActor, Snapshot
+from ._controller_decider import (
+    IDLE,
+    AbortDone,
+    AbortFailed,
+    Admit,
+    BeginAbort,
+    CheckSteer,
+    Close,
+    ControllerState,
+    FailRun,
+    Ingest,
+    PersistDone,
+    Recover,
+    Started,
+    Steered,
+    Step,
+)
+from ._errors import ControllerError, ControllerValidationError
+from ._harness import DELIVERIES, PERMISSION_REQUEST, Harness, HarnessEvent
+from ._reconcile import ReconcileGate, Reconciler
+from ._signal import Signal
+
+TITLE_LIMIT = 72
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """The durability hook's view of a newly admitted run, before it produces output."""
+
+    run_id: str
+    session_id: str
+    title: str
+    prompt: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """The operator-visible current run, with its timeline (a copy)."""
+
+    id: str = ""
+    session_id: str = ""
+    title: str = ""
+    prompt: str = ""
+    status: str = ""
+    started_at: datetime | None = None
+    can_abort: bool = False
+    entries: tuple[TimelineEntry, ...] = field(default_factory=tuple)
+
+
+def make_title(prompt: str) -> str:
+    """First line, trimmed, at most 72 bytes (longer: the first 71 bytes and an ellipsis)."""
+    line = prompt.strip().split("\n", 1)[0].strip()
+    raw = line.encode("utf-8")
+    if len(raw) <= TITLE_LIMIT:
+        return line
+    return raw[: TITLE_LIMIT - 1].decode("utf-8", "ignore") + "…"
+
+
+class Controller:
+    """One harness session: admission and fencing, steer and abort, approvals, the timeline."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        clock: Clock,
+        views: Views,
+        approvals: ApprovalQueue,
+        harness: Harness,
+        *,
+        reconciler: Reconciler | None = None,
+        controller_id: str = "default",
+    ) -> None:
+        self.id = controller_id
+        self._log = log
+        self._clock = clock
+        self._views = views
+        self._approvals = approvals
+        self._harness = harness
+        self.on_run_started: Callable[[RunStarted], object] | None = None
+        self.on_run_status: Callable[[str, str, datetime], object] | None = None
+        self._admission = threading.Lock()
+        self._subs: list[Signal] = []
+        self._subs_lock = threading.Lock()
+        self._lifecycle = threading.Event()  # set = the current lifecycle is cancelled
+        self._actor = ControllerActor.start(log, clock, controller_id)
+        self._gate = ReconcileGate(self, reconciler)
+        approvals.subscribe(self._notify)
+        recovered: Step = self._ask(Recover())
+        if recovered.events:
+            self._notify()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _ask(self, command: object) -> Any:
+        return self._actor.ask(command)
+
+    def _state(self) -> ControllerState:
+        state: ControllerState = self._actor.ask(Snapshot())
+        return state
+
+    def _after(self, result: Step) -> Step:
+        """Run the on_run_status hook a step asked for, then leave `persisting`."""
+        if result.status_hook is not None:
+            run_id, status, at = result.status_hook
+            try:
+                if self.on_run_status is not None:
+                    self.on_run_status(run_id, status, at)
+            finally:
+                self._ask(PersistDone(run_id))
+        if result.events or result.status_hook is not None:
+            self._notify()
+        return result
+
+    def approval_queue(self) -> ApprovalQueue:
+        """The queue this controller's permission requests wait in."""
+        return self._approvals
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the harness session; on any failure the controller closes itself and raises."""
+        self._lifecycle.set()
+        self._lifecycle = threading.Event()
+        try:
+            session_id = self._harness.start(self.publish)
+        except Exception as e:  # noqa: BLE001 - any start failure closes the controller and is raised
+            self._fail_start(f"starting agent harness: {e}", e)
+        if not session_id:
+            self._fail_start("starting agent harness: the harness returned no session id", None)
+        self._after(self._ask(Started(session_id)))
+
+    def _fail_start(self, message: str, cause: Exception | None) -> NoReturn:
+        try:
+            self.close()
+        except Exception as close_error:  # noqa: BLE001 - reported together with the cause
+            message = f"{message}; closing rejected agent harness: {close_error}"
+        raise ControllerError(message) from cause
+
+    def close(self) -> None:
+        """Stop: late harness events are ignored, waiting approvals expire, the harness closes."""
+        self._lifecycle.set()
+        self._after(self._ask(Close()))
+        try:
+            self._harness.close()
+        finally:
+            with self._subs_lock:
+                subs, self._subs = self._subs, []
+            for s in subs:
+                s.close()
+            if self._actor.is_alive():
+                self._actor.stop()
+
+    def close_quietly(self) -> None:
+        """Close if still open, for System.close(); a harness that fails to close is still released."""
+        if self._actor.is_alive() and self.status() != "stopped":
+            with contextlib.suppress(Exception):
+                self.close()
+        if self._actor.is_alive():
+            self._actor.stop()
+
+    # -- admission -------------------------------------------------------------------------
+
+    def send(self, prompt: str, delivery: str = "immediate") -> str:
+        """Admit a prompt as a new run; return its id."""
+        prompt = _validate(prompt, delivery)
+        with self._admission:
+            return self._start_run(prompt, delivery, None)
+
+    def send_to_session(self, session_id: str, run_id: str, prompt: str, delivery: str = "immediate") -> str:
+        """Steer the caller's run if it is running, or start a new run after an idle turn."""
+        prompt = _validate(prompt, delivery)
+        with self._admission:
+            return self._start_run(prompt, delivery, (session_id, run_id))
+
+    def _start_run(self, prompt: str, delivery: str, fence: tuple[str, str] | None) -> str:
+        run_id = str(uuid.uuid4())
+        result: Step = self._ask(Admit(run_id, make_title(prompt), prompt, delivery, fence))
+        if result.steer:
+            assert fence is not None
+            self._deliver_steer(fence[1], prompt, delivery)
+            return fence[1]
+        self._notify()
+        state = result.state
+        assert state.run is not None
+        if self.on_run_started is not None:
+            try:
+                self.on_run_started(
+                    RunStarted(run_id, state.session_id, state.run.title, prompt, state.run.started_at)
+                )
+            except Exception as e:
+                self._after(self._ask(FailRun(run_id, f"recording agent run: {e}")))
+                raise ControllerError(f"recording agent run: {e}") from e
+        try:
+            self._harness.send(run_id, prompt, delivery)
+        except Exception as e:
+            failed: Step = self._ask(FailRun(run_id, f"sending agent prompt: {e}"))
+            if failed.events and self.on_run_status is not None:
+                self.on_run_status(run_id, "failed", self._clock.now())
+            self._notify()
+            raise ControllerError(f"sending agent prompt: {e}") from e
+        return run_id
+
+    def steer(self, session_id: str, run_id: str, prompt: str, delivery: str = "immediate") -> None:
+        """Deliver another prompt to exactly the running run the caller saw."""
+        prompt = _validate(prompt, delivery)
+        with self._admission:
+            self._ask(CheckSteer((session_id, run_id)))
+            self._deliver_steer(run_id, prompt, delivery)
+
+    def _deliver_steer(self, run_id: str, prompt: str, delivery: str) -> None:
+        try:
+            self._harness.send(run_id, prompt, delivery)
+        except Exception as e:
+            raise ControllerError(f"steering agent run: {e}") from e
+        self._after(self._ask(Steered(run_id, prompt, delivery)))
+
+    # -- abort -----------------------------------------------------------------------------
+
+    def abort(self) -> None:
+        """Stop the active run, whichever it is."""
+        self._abort(None)
+
+    def abort_run(self, session_id: str, run_id: str) -> None:
+        """Stop only the exact run the caller saw."""
+        self._abort((session_id, run_id))
+
+    def _abort(self, fence: tuple[str, str] | None) -> None:
+        began: Step = self._ask(BeginAbort(fence))
+        self._notify()
+        run = began.state.run
+        assert run is not None
+        try:
+            self._harness.abort(run.id)
+        except Exception as e:
+            self._after(self._ask(AbortFailed(run.id)))
+            raise ControllerError(f"aborting agent run: {e}") from e
+        try:
+            self._approvals.expire_run(run.id, "abort")
+        finally:
+            self._after(self._ask(AbortDone(run.id)))
+
+    # -- harness events --------------------------------------------------------------------
+
+    def publish(self, event: HarnessEvent) -> ApprovalResolution | None:
+        """Record a harness event; a permission request blocks until it is decided."""
+        result: Step = self._ask(Ingest(event))
+        self._after(result)
+        if event.type == PERMISSION_REQUEST and result.events:
+            return self._permission(event)
+        return None
+
+    def _permission(self, event: HarnessEvent) -> ApprovalResolution:
+        data = event.data
+        if data.get("requires_fleet_quorum"):
+            return self._gate.request(event, self._lifecycle)
+        request = ApprovalRequest(
+            kind=str(data.get("kind") or "permission"),
+            title=str(data.get("title") or f"Use {data.get('tool_name', 'a tool')}"),
+            detail=str(data.get("detail") or data.get("tool_name") or "permission request"),
+            risk=str(data.get("risk") or "high"),
+            run_id=event.run_id,
+            tool_call_id=str(data.get("tool_call_id") or ""),
+            payload=data.get("payload", data.get("arguments")),
+        )
+        return self._approvals.request(request, cancel=self._lifecycle, requested_by=f"controller:{self.id}")
+
+    def reconcile_approved(self, intent: dict[str, Any], tool_call_id: str) -> dict[str, Any]:
+        """Dispatch an approved reconcile: once, only for exactly the approved input."""
+        return self._gate.dispatch(intent, tool_call_id)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def session_id(self) -> str:
+        return self._state().session_id
+
+    def status(self) -> str:
+        return self._state().phase
+
+    def run(self) -> RunState:
+        """A copy of the current run and its timeline."""
+        run = self._state().run
+        if run is None:
+            return RunState()
+        entries = tuple(self._views.timeline(run.id))
+        return RunState(
+            run.id, run.session_id, run.title, run.prompt, run.status, run.started_at, run.can_abort, entries
+        )
+
+    def subscribe(self) -> tuple[Signal, Callable[[], None]]:
+        """A coalescing change signal and the function that unsubscribes (twice is harmless)."""
+        signal = Signal()
+        with self._subs_lock:
+            self._subs.append(signal)
+
+        def unsubscribe() -> None:
+            with self._subs_lock:
+                if signal in self._subs:
+                    self._subs.remove(signal)
+            signal.close()
+
+        return signal, unsubscribe
+
+    def _notify(self) -> None:
+        with self._subs_lock:
+            subs = list(self._subs)
+        for s in subs:
+            s.notify()
+
+    @property
+    def idle(self) -> bool:
+        return self.status() == IDLE
+
+
+def _validate(prompt: str, delivery: str) -> str:
+    prompt = prompt.strip()
+    if not prompt:
+        raise ControllerValidationError("prompt is required")
+    if delivery not in DELIVERIES:
+        raise ControllerValidationError("delivery must be immediate or enqueue")
+    return prompt

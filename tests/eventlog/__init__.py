@@ -1,0 +1,1 @@
+"""Tests of the event log: the backend contract, codec, concurrency, crashes, tampering."""
