@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from eventlog import Clock, EventLog, Record
+from eventlog import Clock, EventLog, Record, decode
 from eventlog.events import BrokerReset
 from projections import Views
 
@@ -74,32 +74,22 @@ class RunActor(AggregateActor[RunState]):
         if isinstance(message, Take):
             if self.state.exists and not self.state.queue:
                 return []
-            queued = {m.id: m for m in self.state.queue}
+            before, version = self.state.queue, self.version
             _, records = self.execute(TakeControl(), {"actor": f"run:{self.id}"})
             if not records:
                 return []
-            # The queue may have grown while we retried: take exactly what was recorded.
-            self.refresh()
-            ids = records[0].data["message_ids"]
-            known = {m.id: m for m in self._delivered_from(queued, ids)}
-            return [known[i] for i in ids if i in known]
+            if records[0].version == version + 1:
+                return list(before)  # decided on the state we held: that whole queue was taken
+            # Another writer appended first and we decided again: what this delivery took is
+            # the queue as it stood just before it (ids alone are ambiguous: they may repeat).
+            return list(self._state_before(records[0].version).queue)
         return super().handle(message)
 
-    def _delivered_from(self, queued: dict[str, ControlMessage], ids: list[str]) -> list[ControlMessage]:
-        missing = [i for i in ids if i not in queued]
-        if missing:  # queued by another writer after our first fold: read them from the log
-            for record in self.log.read(self.stream):
-                if record.type == "ControlQueued" and record.data["message_id"] in missing:
-                    d = record.data
-                    queued[d["message_id"]] = ControlMessage(
-                        d["message_id"],
-                        d["type"],
-                        d["run_id"],
-                        d["from_run_id"],
-                        d["payload"],
-                        record.recorded_at,
-                    )
-        return list(queued.values())
+    def _state_before(self, version: int) -> RunState:
+        state = self.aggregate.initial(self.id)
+        for record in self.log.read(self.stream, to_version=version - 1):
+            state = self.aggregate.evolve(state, decode(record))
+        return state
 
     def on_changed(self, records: list[Record]) -> None:
         if any(r.type == "ControlQueued" for r in records):

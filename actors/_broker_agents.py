@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ._errors import BrokerError
-
 if TYPE_CHECKING:
     from ._broker import Broker
 
@@ -121,6 +119,6 @@ class Recorder:
             kind = mapped
         try:
             self.broker.ingest(self.run_id, kind, orjson.dumps(dict(event.fields)))
-        except BrokerError:
+        except Exception:  # noqa: BLE001 - any failure: fields that are not JSON, a closed broker, …
             # Best-effort by contract: a mirror must never break the event pump it watches.
             self.dropped_errors += 1

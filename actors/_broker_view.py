@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from eventlog import Record
@@ -12,7 +13,7 @@ from ._broker_model import ControlMessage, Finish, PermissionState, Reply, Repor
 def fold_run_view(records: Iterable[Record]) -> RunView | None:
     """The run's current view from its stream's records, or None if it is not registered."""
     view: RunView | None = None
-    queue: dict[str, ControlMessage] = {}
+    queue: list[ControlMessage] = []  # a list, as the seed's: message ids may repeat
     reports: list[Report] = []
     finishes: list[Finish] = []
     replies: list[Reply] = []
@@ -23,7 +24,7 @@ def fold_run_view(records: Iterable[Record]) -> RunView | None:
         d = r.data
         t = r.type
         if t == "RunRegistered":
-            queue, reports, finishes, replies, permissions, decisions = {}, [], [], [], {}, {}
+            queue, reports, finishes, replies, permissions, decisions = [], [], [], [], {}, {}
             registered_at = r.recorded_at if d["registered_at"] is not None else None
             last_seen = r.recorded_at
             view = RunView(d["run_id"], registered_at, last_seen)
@@ -37,12 +38,20 @@ def fold_run_view(records: Iterable[Record]) -> RunView | None:
         if t == "RunRegistrationRefreshed":
             registered_at = r.recorded_at
         elif t == "ControlQueued":
-            queue[d["message_id"]] = ControlMessage(
-                d["message_id"], d["type"], d["run_id"], d["from_run_id"], d["payload"], r.recorded_at
+            queue.append(
+                ControlMessage(
+                    d["message_id"], d["type"], d["run_id"], d["from_run_id"], d["payload"], r.recorded_at
+                )
             )
         elif t == "ControlDelivered":
-            for message_id in d["message_ids"]:
-                queue.pop(message_id, None)
+            taken = Counter(d["message_ids"])  # one delivery per listed id, oldest first
+            kept = []
+            for m in queue:
+                if taken[m.id]:
+                    taken[m.id] -= 1
+                else:
+                    kept.append(m)
+            queue = kept
         elif t == "RunReported":
             reports.append(Report(d["run_id"], d["state"], d["payload"]))
         elif t == "RunFinished":
@@ -68,7 +77,7 @@ def fold_run_view(records: Iterable[Record]) -> RunView | None:
         view.run_id,
         registered_at,
         last_seen,
-        tuple(queue.values()),
+        tuple(queue),
         tuple(reports),
         tuple(finishes),
         tuple(replies),

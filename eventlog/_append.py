@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import orjson
 
-from ._catalogue import Event
+from ._catalogue import Event, is_catalogued
 from ._chain import Hasher, canonical_bytes
-from ._codec import encode
-from ._errors import IdempotencyConflict
-from ._record import ExpectedVersion, NewEvent, Record
+from ._codec import decode_data, encode, event_fields
+from ._errors import EventShapeError, IdempotencyConflict, UnknownEventType
+from ._record import ExpectedVersion, NewEvent, Record, new_event_id
 
 _SORT = orjson.OPT_SORT_KEYS
+_NO_META = orjson.dumps({}, option=_SORT)
 
 
 @dataclass(slots=True)
@@ -37,12 +39,33 @@ class AppendRequest:
     result: list[Record] | None = None
     error: BaseException | None = None
     done: bool = False
+    # Held while the caller waits; released when the request is done or the caller must lead.
+    wake: threading.Lock | None = None
+    promoted: bool = False
+
+
+def check_catalogue_shape(new: NewEvent) -> None:
+    """A NewEvent named like a catalogue event must carry that event's fields (readers rely on it)."""
+    if not is_catalogued(new.type):
+        return
+    try:
+        decode_data(new.type, int(new.schema), orjson.loads(orjson.dumps(new.data)))
+    except (TypeError, ValueError, UnknownEventType) as e:
+        raise EventShapeError(new.type, str(e)) from e
 
 
 def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
     out = []
     ids: set[str] = set()
     for ev in events:
+        if isinstance(ev, Event):
+            # The bytes encode(ev) would give, without building the NewEvent in between. A
+            # fresh id cannot repeat one in the batch; it is noted in case a NewEvent does.
+            type_name, schema, data = event_fields(ev)
+            event_id = new_event_id()
+            ids.add(event_id)
+            out.append(EncodedEvent(type_name, schema, orjson.dumps(data, option=_SORT), _NO_META, event_id))
+            continue
         new = ev if isinstance(ev, NewEvent) else encode(ev)
         if not isinstance(new, NewEvent):
             raise TypeError(f"cannot append {type(ev).__name__}: not a NewEvent or catalogue event")
@@ -50,6 +73,7 @@ def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
         if str(new.event_id) in ids:
             raise ValueError(f"event_id {new.event_id} appears twice in one batch")
         ids.add(str(new.event_id))
+        check_catalogue_shape(new)
         out.append(
             EncodedEvent(
                 new.type,

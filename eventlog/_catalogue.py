@@ -67,6 +67,10 @@ def upcaster(type_name: str, from_schema: int) -> Callable[[Upcaster], Upcaster]
     return register
 
 
+def is_catalogued(type_name: str) -> bool:
+    return type_name in _CATALOGUE
+
+
 def entry(type_name: str) -> _Entry:
     try:
         return _CATALOGUE[type_name]

@@ -45,6 +45,14 @@ class UnknownEventType(EventLogError):
         self.type_name = type_name
 
 
+class EventShapeError(EventLogError, ValueError):
+    """Raised when a NewEvent uses a catalogue type name but its data do not fit that event."""
+
+    def __init__(self, type_name: str, reason: str) -> None:
+        super().__init__(f"{type_name}: data do not match the catalogue event: {reason}")
+        self.type_name = type_name
+
+
 class StreamNameError(EventLogError, ValueError):
     """Raised when a stream name is not of the form `<category>-<id>`."""
 

@@ -27,14 +27,14 @@ def ev(n: int, type_: str = "Tested", **meta: object) -> NewEvent:
 
 
 def test_append_returns_complete_records(log, clock):
-    first = NewEvent("RunRegistered", {"run_id": "42"}, meta={"actor": "alice", "correlation_id": "c1"})
-    second = NewEvent("RunReported", {"run_id": "42", "text": "hi"})
+    first = NewEvent("TaskRegistered", {"run_id": "42"}, meta={"actor": "alice", "correlation_id": "c1"})
+    second = NewEvent("TaskReported", {"run_id": "42", "text": "hi"})
     recs = log.append("run-42", [first, second], expect=NO_STREAM)
 
     assert [r.seq for r in recs] == [1, 2]
     assert [r.version for r in recs] == [1, 2]
     assert [r.stream for r in recs] == ["run-42", "run-42"]
-    assert [r.type for r in recs] == ["RunRegistered", "RunReported"]
+    assert [r.type for r in recs] == ["TaskRegistered", "TaskReported"]
     assert [r.data for r in recs] == [first.data, second.data]
     assert [r.meta for r in recs] == [first.meta, {}]
     assert [r.event_id for r in recs] == [first.event_id, second.event_id]
@@ -296,3 +296,13 @@ def test_a_closed_log_refuses_everything(log_factory, clock):
     for call in calls:
         with pytest.raises(LogClosedError):
             call()
+
+
+def test_a_catalogue_type_name_with_the_wrong_fields_is_refused_and_nothing_written(log):
+    # Readers decode catalogue types into their dataclasses: a NewEvent that borrows such a
+    # name must carry the fields, or every view folding the log would break on it later.
+    from eventlog import EventShapeError
+
+    with pytest.raises(EventShapeError, match="RunRegistered"):
+        log.append("run-42", [NewEvent("RunRegistered", {"run_id": "42"})])
+    assert log.head().seq == 0

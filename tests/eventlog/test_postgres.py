@@ -106,7 +106,7 @@ def raw_append(conn, schema: str, stream: str, *events: NewEvent) -> AppendReque
 
 def test_a_late_commit_of_an_earlier_position_is_never_skipped(open_pg, url, schema):
     log = open_pg()
-    log.append("run-first", [NewEvent("RunRegistered")])
+    log.append("run-first", [NewEvent("TaskRegistered")])
     follower = Follower(log)
     try:
         assert [r.seq for r in follower.take(1)] == [1]
@@ -185,7 +185,7 @@ def test_transactions_committing_in_reverse_start_order_are_all_followed(open_pg
             a.execute("SELECT count(*) FROM events").fetchone()  # A began first
             b_req = raw_append(b, schema, "run-b", NewEvent("RunStarted"))
             b.commit()
-            a_req = raw_append(a, schema, "run-a", NewEvent("RunStarted"), NewEvent("RunFinished"))
+            a_req = raw_append(a, schema, "run-a", NewEvent("RunStarted"), NewEvent("TaskFinished"))
             a.commit()
         assert b_req.result is not None
         assert a_req.result is not None
@@ -203,7 +203,7 @@ def test_follow_is_woken_by_another_process_commit(open_pg):
     follower = Follower(reader, poll_interval=3600)
     try:
         for i in range(3):
-            writer.append("run-x", [NewEvent("RunReported", {"i": i})])
+            writer.append("run-x", [NewEvent("TaskReported", {"i": i})])
             assert follower.take(1)[0].data == {"i": i}
     finally:
         follower.close()
@@ -213,7 +213,7 @@ def test_follow_survives_a_dropped_listener_connection(open_pg, url, schema):
     reader, writer = open_pg(), open_pg()
     follower = Follower(reader, poll_interval=3600)
     try:
-        writer.append("run-x", [NewEvent("RunReported", {"i": 0})])
+        writer.append("run-x", [NewEvent("TaskReported", {"i": 0})])
         assert follower.take(1)[0].data == {"i": 0}
         with psycopg.connect(url, autocommit=True) as admin:
             listening = "SELECT pid FROM pg_stat_activity WHERE query LIKE %s"
@@ -221,7 +221,7 @@ def test_follow_survives_a_dropped_listener_connection(open_pg, url, schema):
             wait_until(lambda: bool(admin.execute(listening, (pattern,)).fetchall()))
             for (pid,) in admin.execute(listening, (pattern,)).fetchall():
                 admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            writer.append("run-x", [NewEvent("RunReported", {"i": 1})])
+            writer.append("run-x", [NewEvent("TaskReported", {"i": 1})])
         assert follower.take(1)[0].data == {"i": 1}
     finally:
         follower.close()
@@ -232,7 +232,7 @@ UUID_1, UUID_2 = str(uuid.UUID(int=1)), str(uuid.UUID(int=2))
 
 def test_hashes_match_sqlite_byte_for_byte(open_pg):
     events = [
-        NewEvent("RunRegistered", {"run_id": "7", "ünï": [1, 2.5, None]}, {"actor": "op"}, UUID_1),
+        NewEvent("TaskRegistered", {"run_id": "7", "ünï": [1, 2.5, None]}, {"actor": "op"}, UUID_1),
         NewEvent("RunStarted", {}, {}, UUID_2, schema=2),
     ]
     pg, lite = open_pg(clock=ManualClock()), open_log(":memory:", clock=ManualClock())
@@ -249,14 +249,14 @@ def test_hashes_match_sqlite_byte_for_byte(open_pg):
 def test_logs_opening_at_once_migrate_once(open_pg, url):
     with ThreadPoolExecutor(6) as pool:
         logs = list(pool.map(lambda _: open_pg(), range(6)))
-    logs[0].append("run-1", [NewEvent("RunRegistered")])
+    logs[0].append("run-1", [NewEvent("TaskRegistered")])
     assert all(log.head().seq == 1 for log in logs)
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT name FROM schema_migrations").fetchall() == [("0001_create_events",)]
 
 
 def test_a_read_only_connection_refuses_appends_with_a_typed_error(open_pg, url):
-    open_pg().append("run-1", [NewEvent("RunRegistered")])
+    open_pg().append("run-1", [NewEvent("TaskRegistered")])
     log = open_log(url + "%20-cdefault_transaction_read_only%3Don")
     try:
         with pytest.raises(ReadOnlyDatabaseError):
@@ -325,7 +325,7 @@ def test_two_log_objects_and_many_threads_keep_seq_gap_free(open_pg):
 def test_verify_reports_rows_changed_or_removed_behind_the_log(open_pg, url):
     log = open_pg()
     for i in range(5):
-        log.append("run-1", [NewEvent("RunReported", {"i": i})])
+        log.append("run-1", [NewEvent("TaskReported", {"i": i})])
     anchor = log.head()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("UPDATE events SET data = %s WHERE seq = 3", (b'{"i":33}',))

@@ -1,0 +1,179 @@
+"""The permission relay: a run's permission request is an approval; either path decides it once."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from actors import ApprovalNotPendingError, Broker, ControlMessage, RunNotFoundError, System
+from eventlog import ManualClock
+
+from .conftest import WAIT, queued_signal
+
+
+def ask(broker: Broker, run_id: str = "r1", request_id: str = "req-1") -> str:
+    return broker.permission_request(run_id, request_id, "Bash", "list the files", "ls -la")
+
+
+def decisions_in_log(system: System, run_id: str = "r1") -> list[dict]:
+    return [r.data for r in system.log.read(f"run-{run_id}") if r.type == "PermissionDecided"]
+
+
+def notices(broker: Broker, run_id: str = "r1") -> list[ControlMessage]:
+    view = broker.get_run(run_id)
+    assert view is not None
+    return [m for m in view.control_queue if m.type == "permission_decision"]
+
+
+def test_a_permission_request_is_a_pending_approval(system: System, clock: ManualClock) -> None:
+    system.broker.create_run("r1")
+    approval_id = ask(system.broker)
+    (pending,) = system.approvals.pending()
+    assert pending.id == approval_id
+    assert (pending.kind, pending.run_id, pending.tool_call_id) == ("permission", "r1", "req-1")
+    assert pending.title  # the wording is the gate's to choose; the seed has no approval title
+    assert pending.detail == "list the files"
+    (row,) = system.views.pending_approvals()
+    assert (row.id, row.kind, row.requested_by) == (approval_id, "permission", "run:r1")
+    view = system.broker.get_run("r1")
+    assert view is not None
+    state = view.permission_requests["req-1"]
+    assert (state.request_id, state.tool_name, state.desc, state.preview) == (
+        "req-1",
+        "Bash",
+        "list the files",
+        "ls -la",
+    )
+    assert (state.created_at, state.approval_id) == (clock.now(), approval_id)
+    assert view.permission_decisions == {}
+
+
+def test_a_permission_request_for_an_unknown_run_is_an_error(system: System) -> None:
+    with pytest.raises(RunNotFoundError, match=r"^run not found: ghost$"):
+        ask(system.broker, "ghost")
+    assert system.approvals.pending() == []
+
+
+@pytest.mark.parametrize(("behavior", "decision"), [("allow", "approve"), ("deny", "reject")])
+def test_deciding_through_the_broker(system: System, behavior: str, decision: str) -> None:
+    broker = system.broker
+    broker.create_run("r1")
+    approval_id = ask(broker)
+    broker.permission_decision("r1", "req-1", behavior)
+    assert broker.get_run("r1").permission_decisions == {"req-1": behavior}  # type: ignore[union-attr]
+    row = system.views.approval(approval_id)
+    assert row is not None
+    assert (row.decision, row.actor) == (decision, "run:r1")
+    assert system.approvals.pending() == []
+    (notice,) = notices(broker)
+    assert orjson.loads(notice.payload or "") == {"request_id": "req-1", "behavior": behavior}
+    (decided,) = decisions_in_log(system)
+    assert (decided["behavior"], decided["approval_id"], decided["actor"]) == (
+        behavior,
+        approval_id,
+        "run:r1",
+    )
+
+
+@pytest.mark.parametrize(("decision", "behavior"), [("approve", "allow"), ("reject", "deny")])
+def test_deciding_through_the_approval_gate(system: System, decision: str, behavior: str) -> None:
+    broker = system.broker
+    broker.create_run("r1")
+    approval_id = ask(broker)
+    signal, unsubscribe = queued_signal(broker, "r1")
+    try:
+        system.approvals.resolve(approval_id, decision, "alice")
+        # The follower carries the outcome to the run; its notice is a queued control message.
+        assert signal.wait(WAIT)
+    finally:
+        unsubscribe()
+    assert broker.get_run("r1").permission_decisions == {"req-1": behavior}  # type: ignore[union-attr]
+    (decided,) = decisions_in_log(system)
+    assert (decided["behavior"], decided["approval_id"], decided["actor"]) == (behavior, approval_id, "alice")
+    (notice,) = notices(broker)
+    assert notice.id == approval_id
+    assert orjson.loads(notice.payload or "") == {"request_id": "req-1", "behavior": behavior}
+
+
+def test_both_paths_record_the_same_decision(system: System) -> None:
+    broker = system.broker
+    broker.create_run("r1")
+    via_gate = ask(broker, request_id="g")
+    via_broker = ask(broker, request_id="b")
+    signal, unsubscribe = queued_signal(broker, "r1")
+    try:
+        system.approvals.resolve(via_gate, "approve", "run:r1")
+        assert signal.wait(WAIT)
+    finally:
+        unsubscribe()
+    broker.permission_decision("r1", "b", "allow")
+    gate, brk = decisions_in_log(system)
+    assert {k: v for k, v in gate.items() if k not in ("request_id", "approval_id", "at")} == {
+        k: v for k, v in brk.items() if k not in ("request_id", "approval_id", "at")
+    }
+    assert (gate["approval_id"], brk["approval_id"]) == (via_gate, via_broker)
+    assert broker.get_run("r1").permission_decisions == {"g": "allow", "b": "allow"}  # type: ignore[union-attr]
+    n = notices(broker)
+    assert [orjson.loads(m.payload or "") for m in n] == [
+        {"request_id": "g", "behavior": "allow"},
+        {"request_id": "b", "behavior": "allow"},
+    ]
+
+
+def test_a_second_decision_through_the_broker_changes_nothing(system: System) -> None:
+    broker = system.broker
+    broker.create_run("r1")
+    approval_id = ask(broker)
+    broker.permission_decision("r1", "req-1", "allow")
+    broker.permission_decision("r1", "req-1", "deny")
+    assert broker.get_run("r1").permission_decisions == {"req-1": "allow"}  # type: ignore[union-attr]
+    assert len(decisions_in_log(system)) == 1
+    assert len(notices(broker)) == 1
+    assert system.views.approval(approval_id).decision == "approve"  # type: ignore[union-attr]
+    with pytest.raises(ApprovalNotPendingError):
+        system.approvals.resolve(approval_id, "reject", "alice")
+
+
+def test_the_broker_after_the_gate_hears_the_gates_answer(system: System) -> None:
+    broker = system.broker
+    broker.create_run("r1")
+    approval_id = ask(broker)
+    system.approvals.resolve(approval_id, "reject", "alice")
+    # Whether or not the follower got there first, the run records the gate's answer once.
+    broker.permission_decision("r1", "req-1", "allow")
+    assert broker.get_run("r1").permission_decisions == {"req-1": "deny"}  # type: ignore[union-attr]
+    (decided,) = decisions_in_log(system)
+    assert (decided["behavior"], decided["actor"]) == ("deny", "alice")
+    assert len(notices(broker)) == 1
+
+
+def test_an_expired_permission_is_denied(system: System, clock: ManualClock) -> None:
+    broker = system.broker
+    broker.create_run("r1")
+    approval_id = ask(broker)
+    signal, unsubscribe = queued_signal(broker, "r1")
+    try:
+        clock.advance(system.approvals.timeout + 1)
+        assert system.tick() == 1
+        assert signal.wait(WAIT)
+    finally:
+        unsubscribe()
+    assert broker.get_run("r1").permission_decisions == {"req-1": "deny"}  # type: ignore[union-attr]
+    assert system.views.approval(approval_id).decision == "expired"  # type: ignore[union-attr]
+    broker.permission_decision("r1", "req-1", "allow")  # too late: the expiry stands
+    assert broker.get_run("r1").permission_decisions == {"req-1": "deny"}  # type: ignore[union-attr]
+    assert len(notices(broker)) == 1
+
+
+def test_a_decision_without_a_request_is_recorded_as_given(system: System) -> None:
+    broker = system.broker
+    broker.create_run("r1")
+    broker.permission_decision("r1", "unknown-req", "deny")
+    assert broker.get_run("r1").permission_decisions == {"unknown-req": "deny"}  # type: ignore[union-attr]
+    (notice,) = notices(broker)
+    assert orjson.loads(notice.payload or "") == {"request_id": "unknown-req", "behavior": "deny"}
+
+
+def test_a_decision_for_an_unknown_run_is_an_error(system: System) -> None:
+    with pytest.raises(RunNotFoundError, match=r"^run not found: ghost$"):
+        system.broker.permission_decision("ghost", "req-1", "allow")
