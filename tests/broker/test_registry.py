@@ -47,10 +47,6 @@ def test_create_run_tokens_differ_between_runs(broker: Broker) -> None:
     assert broker.create_run("a") != broker.create_run("b")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="§1.2 accepts an empty run id; flightlog refuses it: stream `run-` is not a valid name",
-)
 def test_create_run_accepts_an_empty_id(broker: Broker) -> None:
     token = broker.create_run("")
     assert HEX32.fullmatch(token)
