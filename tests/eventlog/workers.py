@@ -6,6 +6,7 @@ parent knows exactly which appends were acknowledged even when it kills this pro
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import sys
 import threading
@@ -51,6 +52,8 @@ def contend(log: EventLog, writer: str, ops: int, shared: int, acked: Callable[[
 
 
 def run_contend(db: str, prefix: str, threads: int, ops: int, shared: int) -> None:
+    # Seconds, not minutes, is normal: a hang prints every thread's stack and exits non-zero.
+    faulthandler.dump_traceback_later(45, exit=True)
     with open_log(db) as log:
         workers = [
             threading.Thread(target=contend, args=(log, f"{prefix}_{t}", ops, shared, ack))
