@@ -26,7 +26,7 @@ from ._approval_decider import (
     evolve,
 )
 from ._approval_model import ApprovalResolution
-from ._errors import ApprovalResolvingError
+from ._errors import ApprovalError, ApprovalResolvingError, _quote
 
 # What a waiter receives: the outcome (None when the request was discarded) and the error
 # of the hook that recorded it (None when it succeeded or ran in another process).
@@ -100,14 +100,16 @@ class ApprovalActor(AggregateActor[ApprovalState]):
         if isinstance(message, Act):
             if self.resolving:
                 raise ApprovalResolvingError(self.id)
+            # Held while the command runs too: otherwise the append's own on_changed would
+            # hand the waiters the outcome before this process's on_resolved hook ran.
+            self.resolving = message.claim
             try:
                 return self.execute(message.command, message.meta)[0]
             finally:
                 # An outcome this command recorded (even one that raised, like a late decision
                 # turned into an expiry) is "resolving" until this process's hook has run.
                 decided = any(r.type == "ApprovalDecided" for r in self.last_appended)
-                if message.claim and decided:
-                    self.resolving = True
+                self.resolving = message.claim and decided
                 self._settle()
         if isinstance(message, HookDone):
             self.resolving = False
@@ -132,6 +134,14 @@ class ApprovalActor(AggregateActor[ApprovalState]):
 
     def is_idle(self) -> bool:
         return not (self.waiters or self.resolving or self.recording_here)
+
+    def on_stop(self) -> None:
+        # Only System.close() stops an actor with waiters (passivation spares it): the requests
+        # hear so rather than block forever. The approval stays open in the log for a restart.
+        waiters, self.waiters = self.waiters, []
+        closed = f"approval {_quote(self.id)}: the system closed while waiting"
+        for future in waiters:
+            future.set_exception(ApprovalError(closed))
 
     def on_changed(self, records: list[Record]) -> None:
         self._settle()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -101,4 +102,19 @@ def payload_digest(payload: Any) -> str:
 
     Raises TypeError (orjson's JSONEncodeError) when the payload cannot be encoded.
     """
-    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    data = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    # orjson writes NaN and infinities as null, which would give {"x": nan} the digest of
+    # {"x": None}; JSON has no such numbers, so (as in Go) they cannot be encoded at all.
+    if b"null" in data and _has_non_finite(payload):
+        raise TypeError("unsupported value: NaN and infinities have no JSON encoding")
+    return hashlib.sha256(data).hexdigest()
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_non_finite(v) for v in value)
+    return False
