@@ -58,6 +58,9 @@ from ._run_decider import (
 
 # Undelivered control messages a run may hold before pushes are refused (HTTP 429).
 DEFAULT_QUEUE_LIMIT = 1000
+# The seed takes any run id; a stream name holds at most 512 characters, "run-" included, so
+# a longer id names no run (and can register none).
+MAX_RUN_ID_LENGTH = 512 - len("run-")
 BEHAVIOR = {"approve": "allow", "reject": "deny", "expired": "deny"}
 
 
@@ -148,9 +151,9 @@ class Broker:
 
     def authenticate(self, run_id: str, token: str) -> bool:
         """Whether `token` is the run's token (digest to digest, in constant time)."""
-        if not run_id or not token:
+        if not token:
             return False
-        state: RunState = self._dir.ask(run_id, GetState())
+        state = self._state(run_id)
         return state.exists and hmac.compare_digest(token_digest(token), state.token_sha256)
 
     def delete_run(self, run_id: str) -> None:
@@ -161,10 +164,12 @@ class Broker:
 
     def get_run(self, run_id: str) -> RunView | None:
         """The run as the broker knows it, or None."""
+        if not _storable(run_id):
+            return None
         return fold_run_view(self.log.read(f"run-{run_id}"))
 
     def exists(self, run_id: str) -> bool:
-        state: RunState = self._dir.ask(run_id, GetState())
+        state = self._state(run_id)
         return state.exists
 
     def run_ids(self) -> list[str]:
@@ -194,11 +199,11 @@ class Broker:
         self._exec(run_id, Heartbeat())
 
     def finish_count(self, run_id: str) -> int:
-        state: RunState = self._dir.ask(run_id, GetState())
+        state = self._state(run_id)
         return state.finish_count if state.exists else 0
 
     def last_finish_status(self, run_id: str) -> str:
-        state: RunState = self._dir.ask(run_id, GetState())
+        state = self._state(run_id)
         return state.last_finish_status if state.exists else ""
 
     # -- control messages ------------------------------------------------------------------
@@ -221,11 +226,13 @@ class Broker:
 
     def take_control(self, run_id: str) -> list[ControlMessage]:
         """Drain the run's whole queue, oldest first (a ControlDelivered event records it)."""
+        if not _storable(run_id):
+            raise RunNotFoundError(run_id)
         taken: list[ControlMessage] = self._dir.ask(run_id, Take())
         return taken
 
     def queue_depth(self, run_id: str) -> int:
-        state: RunState = self._dir.ask(run_id, GetState())
+        state = self._state(run_id)
         return len(state.queue)
 
     def wait_control(
@@ -310,7 +317,7 @@ class Broker:
 
     def permission_decision(self, run_id: str, request_id: str, behavior: str, actor: str = "") -> None:
         """HTTP /permission: decide the linked approval (allow → approve, else reject) and record it."""
-        state: RunState = self._dir.ask(run_id, GetState())
+        state = self._state(run_id)
         if not state.exists:
             raise RunNotFoundError(run_id)
         approval_id = next((a for r, a in reversed(state.permissions) if r == request_id), "")
@@ -353,7 +360,21 @@ class Broker:
 
     # -- plumbing --------------------------------------------------------------------------
 
+    def _state(self, run_id: str) -> RunState:
+        if not _storable(run_id):
+            return RunState(run_id)
+        state: RunState = self._dir.ask(run_id, GetState())
+        return state
+
     def _exec(self, run_id: str, command: object) -> tuple[RunState, list[Record]]:
+        if not _storable(run_id):
+            # Its actor could not even start (the stream name is invalid): answer as the
+            # decider would for a run that does not exist.
+            if isinstance(command, RegisterRun):
+                raise BrokerError(f"invalid run id: at most {MAX_RUN_ID_LENGTH} characters")
+            if isinstance(command, DeleteRun):
+                return RunState(run_id), []
+            raise RunNotFoundError(run_id)
         result: tuple[RunState, list[Record]] = self._dir.ask(
             run_id, Execute(command, {"actor": f"run:{run_id}"})
         )
@@ -372,6 +393,10 @@ class Broker:
 
     def close(self) -> None:
         self._dir.close()
+
+
+def _storable(run_id: str) -> bool:
+    return len(run_id) <= MAX_RUN_ID_LENGTH
 
 
 def tool_risk(tool_name: str) -> str:

@@ -1,0 +1,106 @@
+"""A real `flightlog serve` process on loopback, for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+
+LISTENING = re.compile(r"flightlog: listening on (http://127\.0\.0\.1:(\d+))")
+STARTUP_TIMEOUT = 60.0
+
+
+class ServerProcess:
+    """`flightlog serve --db DB --port 0`, its output collected by reader threads.
+
+    The URL is read from the server's own "listening" line, so nothing waits by sleeping.
+    """
+
+    def __init__(self, db: Path, operator_token: str | None) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "FLIGHTLOG_OPERATOR_TOKEN"}
+        env["PYTHONUNBUFFERED"] = "1"
+        if operator_token is not None:
+            env["FLIGHTLOG_OPERATOR_TOKEN"] = operator_token
+        argv = [
+            sys.executable,
+            "-c",
+            "from tools.cli import main; main()",
+            "serve",
+            "--db",
+            str(db),
+            "--port",
+            "0",
+        ]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._readers = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout, True), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr, False), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+        self.url = self._wait_for_url()
+        self.client = httpx.Client(base_url=self.url, timeout=30)
+
+    def _read(self, stream, lines: list[str], announce: bool) -> None:
+        for raw in stream:
+            line = raw.decode("utf-8", "replace")
+            lines.append(line)
+            if announce:
+                self._lines.put(line)
+        if announce:
+            self._lines.put(None)
+
+    def _wait_for_url(self) -> str:
+        while True:
+            try:
+                line = self._lines.get(timeout=STARTUP_TIMEOUT)
+            except queue.Empty:
+                self.close()
+                raise AssertionError(f"the server did not start: {self.output()}") from None
+            if line is None:
+                self.close()
+                raise AssertionError(f"the server exited ({self.proc.returncode}): {self.output()}")
+            if match := LISTENING.search(line):
+                return match.group(1)
+
+    def output(self) -> str:
+        """Everything the process printed so far (complete once it has exited)."""
+        return "".join(self.stdout) + "".join(self.stderr)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Signal the server, wait for it to exit, and return its exit code."""
+        self.client.close()
+        self.proc.send_signal(sig)
+        code = self.proc.wait(60)
+        for reader in self._readers:
+            reader.join(10)
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs at all."""
+        if hasattr(self, "client"):
+            self.client.close()
+        self.proc.kill()
+        self.proc.wait(60)
+        for reader in self._readers:
+            reader.join(10)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.kill()
+        self.proc.wait(60)
+        for reader in self._readers:
+            reader.join(10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()

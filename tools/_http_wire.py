@@ -1,0 +1,254 @@
+"""HTTP plumbing shared by the broker's wire protocol and the operator API.
+
+Bodies are read incrementally up to a limit; JSON bodies must be objects whose fields have
+the types the seed's Go structs declare; errors are raised as `WireError` and rendered by
+the `Endpoint` that wraps every handler. Nothing here ever renders a token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from contextlib import aclosing
+from datetime import datetime
+from typing import Any
+
+import orjson
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+MAX_BODY = 1 << 20  # 1 MiB, as the seed
+
+_TEXT = "text/plain; charset=utf-8"
+_JSON = "application/json"
+# A JSON string, or one bracket: enough to skip a value without a character loop.
+_SCAN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_SCALAR = re.compile(rb"[^,}\]\s]+")
+_WS = re.compile(rb"\s*")
+
+
+class WireError(Exception):
+    """Raised by a handler to answer with an error status and a short message."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+ErrorRenderer = Callable[[WireError], Response]
+
+
+# -- responses -------------------------------------------------------------------------------
+
+
+def text_error(error: WireError) -> Response:
+    """A plain-text error, as Go's http.Error writes it (message, newline, nosniff)."""
+    headers = {"X-Content-Type-Options": "nosniff", **error.headers}
+    return Response(f"{error.message}\n", error.status, headers, media_type=_TEXT)
+
+
+def json_error(error: WireError) -> Response:
+    """An operator-API error: `{"error": message}` plus whatever the error carries."""
+    return json_response({"error": error.message}, error.status, error.headers)
+
+
+def text_ok() -> Response:
+    return Response("ok", 200, media_type=_TEXT)
+
+
+def json_response(value: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    """JSON with a trailing newline (as Go's json.Encoder writes it); times in UTC with `Z`."""
+    body = orjson.dumps(value, option=orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS) + b"\n"
+    return Response(body, status, dict(headers or {}), media_type=_JSON)
+
+
+class NoResponse(Response):
+    """Sends nothing: the client went away, as the seed's handler returns on disconnect."""
+
+    def __init__(self) -> None:
+        super().__init__(b"")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        return None
+
+
+class Endpoint:
+    """One path as an ASGI app: the method guard, then the handler; errors rendered by `render`.
+
+    Starlette routes a non-function endpoint for every method, so the guard here decides
+    what a wrong method gets (the seed's 405 `method not allowed`).
+    """
+
+    def __init__(
+        self, handler: Handler, methods: Collection[str] | None = None, render: ErrorRenderer = text_error
+    ) -> None:
+        self.handler = handler
+        self.methods = frozenset(methods) if methods is not None else None
+        self.render = render
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        response: Response
+        if self.methods is not None and request.method not in self.methods:
+            response = self.render(WireError(405, "method not allowed"))
+        else:
+            try:
+                response = await self.handler(request)
+            except WireError as e:
+                response = self.render(e)
+            except ClientDisconnect:
+                return  # nobody to answer
+        await response(scope, receive, send)
+
+
+# -- bodies ----------------------------------------------------------------------------------
+
+
+async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise WireError(400, "bad request") from None
+        if size > limit:
+            raise WireError(413, "request body too large")
+    body = bytearray()
+    async with aclosing(request.stream()) as chunks:
+        async for chunk in chunks:
+            body += chunk
+            if len(body) > limit:
+                raise WireError(413, "request body too large")
+    return bytes(body)
+
+
+def parse_object(raw: bytes) -> dict[str, Any]:
+    """A JSON object body; JSON `null` reads as `{}` (as Go decodes it into a struct)."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise WireError(400, "bad request") from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise WireError(400, "bad request")
+    return value
+
+
+def string_field(body: Mapping[str, Any], key: str) -> str:
+    """A string member (absent or null is `""`); any other type is a 400, as in Go."""
+    value = body.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise WireError(400, "bad request")
+    return value
+
+
+def strings_field(body: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = body.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise WireError(400, "bad request")
+    return tuple(value)
+
+
+def time_field(body: Mapping[str, Any], key: str) -> None:
+    """Check an RFC 3339 time member (Go refuses a struct whose time.Time does not parse)."""
+    value = body.get(key)
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise WireError(400, "bad request")
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise WireError(400, "bad request") from None
+
+
+def raw_member(raw: bytes, key: str) -> str | None:
+    """The exact text of a top-level member of a JSON object (the last if repeated), or None.
+
+    Like Go's json.RawMessage: a payload is kept byte for byte, so numbers beyond 64 bits,
+    spacing and key order survive. `raw` must already have parsed as a JSON object.
+    """
+    i = _skip_ws(raw, 0)
+    if raw[i : i + 1] != b"{":
+        return None
+    i += 1
+    found: bytes | None = None
+    while True:
+        i = _skip_ws(raw, i)
+        if raw[i : i + 1] == b"}":
+            return None if found is None else found.decode("utf-8")
+        name_match = _STRING.match(raw, i)
+        assert name_match is not None, "raw_member needs a valid JSON object"
+        name = orjson.loads(name_match.group())
+        i = _skip_ws(raw, name_match.end()) + 1  # past the colon
+        start = _skip_ws(raw, i)
+        i = _skip_value(raw, start)
+        if name == key:
+            found = raw[start:i]
+        i = _skip_ws(raw, i)
+        if raw[i : i + 1] == b",":
+            i += 1
+
+
+def _skip_ws(raw: bytes, i: int) -> int:
+    match = _WS.match(raw, i)
+    return match.end() if match else i
+
+
+def _skip_value(raw: bytes, i: int) -> int:
+    head = raw[i : i + 1]
+    if head == b'"':
+        match = _STRING.match(raw, i)
+        assert match is not None
+        return match.end()
+    if head not in (b"{", b"["):
+        match = _SCALAR.match(raw, i)
+        assert match is not None
+        return match.end()
+    depth = 0
+    for match in _SCAN.finditer(raw, i):
+        token = match.group()
+        if token in (b"{", b"["):
+            depth += 1
+        elif token in (b"}", b"]"):
+            depth -= 1
+            if depth == 0:
+                return match.end()
+    raise AssertionError("raw_member needs a valid JSON object")
+
+
+# -- tokens ----------------------------------------------------------------------------------
+
+
+def bearer_token(request: Request) -> bytes | None:
+    """The credential of `Authorization: Bearer <token>` (exact prefix, remainder trimmed), as bytes."""
+    header = request.headers.get("authorization")
+    if header is None or not header.startswith("Bearer "):
+        return None
+    # Starlette decodes headers as latin-1: encoding back gives the bytes the client sent.
+    return header[len("Bearer ") :].strip().encode("latin-1")
+
+
+def digest_matches(token: bytes | None, expected_sha256: str) -> bool:
+    """Whether sha256(token) is `expected_sha256`, compared digest to digest in constant time."""
+    if token is None or not expected_sha256:
+        return False
+    return hmac.compare_digest(hashlib.sha256(token).hexdigest(), expected_sha256)
+
+
+def visible_ascii(text: str, max_length: int) -> bool:
+    """Whether `text` is 1..max_length characters from `!` to `~` (no spaces, no controls)."""
+    return 0 < len(text) <= max_length and all("!" <= c <= "~" for c in text)
