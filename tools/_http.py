@@ -12,7 +12,9 @@ from starlette.types import Receive, Scope, Send
 
 from actors import System
 
+from ._console_auth import ConsoleSessions
 from ._http_broker import POLL_TIMEOUT, BrokerRoutes
+from ._http_console import ConsoleRoutes
 from ._http_openapi import openapi_document
 from ._http_operator import OperatorRoutes
 from ._http_wire import Endpoint, WireError, json_response, text_error
@@ -38,9 +40,11 @@ def create_app(
     async def openapi(request: Request) -> Response:
         return json_response(document)
 
+    sessions = ConsoleSessions(operator_token_sha256)
     routes = [
         *BrokerRoutes(system.broker, operator_token_sha256, poll_timeout).routes(),
-        *OperatorRoutes(system, operator_token_sha256).routes(),
+        *ConsoleRoutes(system, sessions).routes(),
+        *OperatorRoutes(system, operator_token_sha256, sessions).routes(),
         Route("/openapi.json", Endpoint(openapi, ("GET", "HEAD"))),
     ]
     app = Starlette(routes=routes)

@@ -31,12 +31,11 @@ from actors import (
     make_token,
 )
 
+from ._console_auth import ConsoleSessions, Operator
 from ._http_broker import call
 from ._http_wire import (
     Endpoint,
     WireError,
-    bearer_token,
-    digest_matches,
     json_error,
     json_response,
     parse_object,
@@ -47,14 +46,18 @@ from ._http_wire import (
 
 MAX_ACTOR_LENGTH = 200
 IDENTITY = "operator-token"  # how a decision made over this API was authenticated
+CONSOLE_IDENTITY = "web-operator"  # ... and one made in the console (actor: the operator's name)
 
 
 class OperatorRoutes:
     """Handlers of the operator API over one System."""
 
-    def __init__(self, system: System, operator_token_sha256: str) -> None:
+    def __init__(
+        self, system: System, operator_token_sha256: str, sessions: ConsoleSessions | None = None
+    ) -> None:
         self.system = system
         self.operator_token_sha256 = operator_token_sha256
+        self.sessions = sessions or ConsoleSessions(operator_token_sha256)
 
     def routes(self) -> list[Route]:
         def route(path: str, method: str, handler: Callable[[Request], Awaitable[Response]]) -> Route:
@@ -74,8 +77,10 @@ class OperatorRoutes:
         self, handler: Callable[[Request], Awaitable[Response]]
     ) -> Callable[[Request], Awaitable[Response]]:
         async def guarded(request: Request) -> Response:
-            if not digest_matches(bearer_token(request), self.operator_token_sha256):
+            operator = self.sessions.authenticate(request)
+            if operator is None:
                 raise WireError(401, "unauthorized", {"WWW-Authenticate": "Bearer"})
+            request.state.operator = operator
             return await handler(request)
 
         return guarded
@@ -125,15 +130,21 @@ class OperatorRoutes:
         if decision not in ("approve", "reject"):
             raise WireError(404, "not found")
         body = parse_object(await read_body(request))
-        try:
-            actor = string_field(body, "actor")
-        except WireError:
-            raise WireError(400, "actor must be a string") from None
+        operator: Operator = request.state.operator
+        if operator.via_cookie:
+            # A console session decides as the name it logged in with, whatever the body says.
+            actor, identity = operator.identity, CONSOLE_IDENTITY
+        else:
+            try:
+                actor = string_field(body, "actor")
+            except WireError:
+                raise WireError(400, "actor must be a string") from None
+            identity = IDENTITY
         if not actor or len(actor) > MAX_ACTOR_LENGTH or not actor.isprintable():
             raise WireError(400, f"actor is required: 1 to {MAX_ACTOR_LENGTH} printable characters")
         try:
             resolution = await run_in_threadpool(
-                lambda: self.system.approvals.resolve(approval_id, decision, actor, identity=IDENTITY)
+                lambda: self.system.approvals.resolve(approval_id, decision, actor, identity=identity)
             )
         except QuorumPendingError as e:
             return json_response(

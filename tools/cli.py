@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from . import _cli_approvals, _cli_log, _cli_serve
+from . import _cli_approvals, _cli_log, _cli_serve, _demo
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -19,6 +19,7 @@ def cli() -> None:
 _cli_log.register(cli)
 _cli_approvals.register(cli)
 _cli_serve.register(cli)
+_demo.register(cli)
 
 
 def _register_bench() -> None:
@@ -32,3 +33,7 @@ _register_bench()
 
 def main() -> None:
     cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""The web console in a real headless Chromium: log in, approve, watch, travel back.
+
+Skips with a reason when Playwright or Debian's Chromium is missing (.ci/run installs both).
+Screenshots of each step land in artifacts/console/ for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from actors import System, make_token, token_digest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("FLIGHTLOG_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = ROOT / "artifacts" / "console"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+
+@pytest.fixture
+def served(tmp_path):
+    from tools._background import BackgroundServer
+    from tools._http import create_app
+
+    token = make_token()
+    with System.open(str(tmp_path / "console.db"), approval_timeout=600.0) as system:
+        app = create_app(system, operator_token_sha256=token_digest(token))
+        with BackgroundServer(app) as server:
+            yield server.url, token, system
+
+
+@pytest.fixture
+def page():
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(20_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_path):
+    url, token, system = served
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "tools.demo_agent", "--url", url, "--run-id", "deployer", "--role", "deployer"],
+        cwd=ROOT, env={**os.environ, "FLIGHTLOG_RUN_TOKEN": make_token()}, stdout=subprocess.DEVNULL,
+    )
+    try:
+        # 1. Log in with the operator token.
+        page.goto(f"{url}/ui/")
+        page.fill("#login-name", "alice")
+        page.fill("#login-token", token)
+        shot(page, "1-login")
+        page.click("#login-form button[type=submit]")
+        page.wait_for_selector("#who:has-text('alice')")
+
+        # 2. The approval the agent asked for shows up, with its digest and countdown.
+        card = page.locator("#approvals li", has_text="kubectl rollout restart")
+        card.wait_for()
+        assert "digest" in card.inner_text() and "expires in" in card.inner_text()
+        shot(page, "2-pending")
+
+        # 3. Approve it (with confirmation); it leaves the pending list.
+        card.locator("button.approve").click()
+        page.locator("#confirm-ok").click()
+        page.locator("#approvals li", has_text="kubectl rollout restart").wait_for(state="detached")
+        shot(page, "3-approved")
+
+        # 4. Watch the run finish in its timeline (updated live over server-sent events).
+        page.locator("#runs tbody tr[data-run-id='deployer']").click()
+        page.locator("#timeline li[data-kind='finish'][data-status='done']").wait_for()
+        assert page.locator("#timeline li[data-kind='permission'][data-status='allow']").count() == 1
+        shot(page, "4-finished")
+        assert agent.wait(timeout=30) == 0
+
+        # 5. Move the slider back to the moment of the request: the approval is pending again.
+        seqs = [r.seq for r in system.log.read("run-deployer")]
+        requested = next(r.seq for r in system.log.read("run-deployer") if r.type == "PermissionRequested")
+        page.evaluate(
+            "i => { const s = document.getElementById('slider'); s.value = String(i);"
+            " s.dispatchEvent(new Event('input')); }",
+            seqs.index(requested),
+        )
+        page.locator("#timeline li[data-kind='permission'][data-status='pending']").wait_for()
+        page.locator("#run-approvals tbody tr[data-status='pending']").wait_for()
+        assert page.locator("#timeline li[data-kind='finish']").count() == 0
+        assert page.locator("#since").is_visible()
+        shot(page, "5-travelled-back")
+
+        # The audit trail names the operator and the chain verifies.
+        assert "chain verified" in page.locator("#badge").inner_text()
+        row = system.views.approval_history()[0]
+        assert (row.decision, row.actor, row.identity) == ("approve", "alice", "web-operator")
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+        agent.wait(timeout=10)
+
+
+def test_the_console_refuses_a_wrong_token_and_cross_site_decisions(served, page):
+    url, token, system = served
+    page.goto(f"{url}/ui/")
+    page.fill("#login-name", "mallory")
+    page.fill("#login-token", "not-the-token")
+    page.click("#login-form button[type=submit]")
+    page.locator("#login-error", has_text="not the operator token").wait_for()
+    # A logged-in browser's cookie alone cannot decide: the CSRF header is required.
+    page.fill("#login-token", token)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#who:has-text('mallory')")
+    status = page.evaluate(
+        "async () => (await fetch('/api/v1/approvals/x/approve', {method: 'POST', body: '{}'})).status"
+    )
+    assert status == 401
+    cookie = next(c for c in page.context.cookies() if c["name"] == "flightlog_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
