@@ -5,21 +5,26 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ._catalogue import Event, entry, upcast
+from ._catalogue import _CATALOGUE, Event, entry, upcast
 from ._record import NewEvent, Record, new_event_id
 
 
 def encode(event: Event, *, meta: dict[str, Any] | None = None, event_id: str | None = None) -> NewEvent:
     """The NewEvent that stores a catalogue event."""
-    e = entry(type(event).type_name)
-    data = {name: getattr(event, name) for name in e.fields}
+    type_name, schema, data = event_fields(event)
     return NewEvent(
-        type=e.cls.type_name,
+        type=type_name,
         data=data,
         meta=meta or {},
         event_id=event_id or new_event_id(),
-        schema=e.cls.schema,
+        schema=schema,
     )
+
+
+def event_fields(event: Event) -> tuple[str, int, dict[str, Any]]:
+    """A catalogue event's type name, schema and data, as `encode` stores them."""
+    e = entry(type(event).type_name)
+    return e.cls.type_name, e.cls.schema, {name: getattr(event, name) for name in e.fields}
 
 
 def decode(record: Record) -> Event:
@@ -28,7 +33,7 @@ def decode(record: Record) -> Event:
 
 
 def decode_data(type_name: str, schema: int, data: dict[str, Any]) -> Event:
-    e = entry(type_name)
+    e = _CATALOGUE.get(type_name) or entry(type_name)  # one call fewer per record read
     if schema != e.cls.schema:
         data = upcast(type_name, schema, e.cls.schema, data)
     if e.datetimes or e.tuples:

@@ -55,15 +55,22 @@ class EventLog(abc.ABC):
         self._check_open()
         with self._cond:
             self._queue.append(req)
-        # Lead until this request is written: with more than MAX_GROUP callers queued, the
-        # group this thread leads may not hold its own request.
-        while True:
+            lead = not self._leader
+            if not lead:
+                req.wake = threading.Lock()
+                req.wake.acquire()
+            self._leader = True
+        if not lead:
+            # Only this caller wakes: when its request is written, or when the lead is its.
+            try:
+                req.wake.acquire()  # type: ignore[union-attr]
+            except BaseException:
+                self._abandon(req)
+                raise
+        # A leader's request is always first in the queue (the lead passes to the oldest
+        # waiting request, and nobody leads an empty queue), so its group holds it.
+        while not req.done:
             with self._cond:
-                while not req.done and self._leader:
-                    self._cond.wait()
-                if req.done:
-                    break
-                self._leader = True
                 batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
             self._lead(batch)
         if req.error is not None:
@@ -84,9 +91,38 @@ class EventLog(abc.ABC):
             with self._cond:
                 for r in batch:
                     r.done = True
-                self._leader = False
-                self._cond.notify_all()
+                successor = self._hand_on()
+            for r in batch:
+                if r.wake is not None:
+                    r.wake.release()
+            if successor is not None:
+                successor.release()
             self._wake_followers()
+
+    def _hand_on(self) -> threading.Lock | None:
+        """Pass the lead to the oldest queued request, or end it; call with `_cond` held.
+
+        Returns the lock to release to wake the new leader. Waking one thread, rather than
+        every waiter, keeps the handoff cheap when many threads append at once.
+        """
+        if not self._queue:
+            self._leader = False
+            self._cond.notify_all()  # close() waits for the lead to end
+            return None
+        nxt = self._queue[0]
+        nxt.promoted = True
+        return nxt.wake
+
+    def _abandon(self, req: AppendRequest) -> None:
+        """Withdraw a request whose caller stopped waiting (an interrupt), passing on its lead."""
+        successor = None
+        with self._cond:
+            if req in self._queue:
+                self._queue.remove(req)
+                if req.promoted:
+                    successor = self._hand_on()
+        if successor is not None:
+            successor.release()
 
     def _wake_followers(self) -> None:
         """Tell waiting followers that something may have been committed."""

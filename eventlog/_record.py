@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
+import os
 import re
-import uuid
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -54,7 +55,21 @@ def check_stream_name(stream: str) -> str:
 
 
 def new_event_id() -> str:
-    return str(uuid.uuid4())
+    """A fresh UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then 74 random bits.
+
+    Time-ordered ids keep inserts into the unique index on `event_id` at the end of the
+    b-tree; random (v4) ids touch a different index page per event, which made a batch
+    append write several times as many pages. The wall clock here only orders ids: nothing
+    reads a time back from an event id (recorded_at comes from the injected Clock).
+    """
+    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
+    value = value & _V7_CLEAR | _V7_SET
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_V7_CLEAR = ~(0xF << 76 | 0x3 << 62)  # the version and variant bits
+_V7_SET = 0x7 << 76 | 0x2 << 62  # version 7, variant RFC 4122/9562
 
 
 @dataclass(frozen=True, slots=True)

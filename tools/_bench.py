@@ -15,4 +15,7 @@ def bench() -> None:
 
 
 def register(cli: click.Group) -> None:
+    from ._bench_log import bench_log
+
+    bench.add_command(bench_log)
     cli.add_command(bench)
