@@ -25,7 +25,7 @@ from eventlog import (
 )
 from eventlog._append import AppendRequest, encode_events
 from eventlog._chain import make_hasher
-from tests.conftest import drop_pg_schema, pg_unavailable, pg_url
+from tests.conftest import drop_pg_schema, pg_unavailable, pg_url, require_or_skip
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -37,7 +37,7 @@ TIMEOUT = 10.0
 @pytest.fixture
 def schema() -> Iterator[str]:
     if reason := pg_unavailable():
-        pytest.skip(reason)
+        require_or_skip(reason)
     name = f"t_{uuid.uuid4().hex[:12]}"
     yield name
     drop_pg_schema(name)
