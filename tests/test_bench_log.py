@@ -12,7 +12,20 @@ from tools.cli import cli
 def test_quick_json_reports_every_figure_and_ratio(tmp_path):
     result = CliRunner().invoke(
         cli,
-        ["bench", "log", "--quick", "--json", "--events", "300", "--seconds", "0.05", "--dir", str(tmp_path)],
+        [
+            "bench",
+            "log",
+            "--quick",
+            "--json",
+            "--rounds",
+            "1",
+            "--events",
+            "300",
+            "--seconds",
+            "0.05",
+            "--dir",
+            str(tmp_path),
+        ],
     )
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.stdout)

@@ -137,17 +137,16 @@ def raw_append(path: str, total: int, per_txn: int, seconds: float) -> Measured:
         conn.close()
 
 
-def raw_read(path: str) -> Measured:
+def raw_read_all(path: str) -> int:
     """One SELECT of every column in seq order, `orjson.loads` of each data value."""
     conn = sqlite3.connect(path)
     try:
         loads = orjson.loads
         n = 0
-        start = time.perf_counter()
         for row in conn.execute(f"SELECT {COLUMNS} FROM events ORDER BY seq"):
             loads(row[5])
             n += 1
-        return n, time.perf_counter() - start
+        return n
     finally:
         conn.close()
 
@@ -232,14 +231,13 @@ def fill_log(log: EventLog, n: int, advance: Callable[[int], object]) -> None:
         advance(size)
 
 
-def log_read_all(log: EventLog) -> Measured:
+def log_read_all(log: EventLog) -> int:
     """`read_all`, each record decoded to its catalogue event."""
     n = 0
-    start = time.perf_counter()
     for record in log.read_all():
         decode(record)
         n += 1
-    return n, time.perf_counter() - start
+    return n
 
 
 def log_load(log: EventLog, stream: str) -> int:
@@ -332,11 +330,10 @@ def fill_peer(peer: Peer, n: int, advance: Callable[[int], object]) -> list[uuid
     return originators
 
 
-def peer_read_all(peer: Peer) -> Measured:
+def peer_read_all(peer: Peer) -> int:
     """Every notification in pages of PAGE, each state decoded to the dataclass."""
     n = 0
     after = 0
-    start = time.perf_counter()
     while True:
         page = peer.recorder.select_notifications(after + 1, PAGE)
         for notification in page:
@@ -345,16 +342,20 @@ def peer_read_all(peer: Peer) -> Measured:
         if len(page) < PAGE:
             break
         after = page[-1].id
-    return n, time.perf_counter() - start
+    return n
 
 
 def peer_load(peer: Peer, originator: uuid.UUID) -> int:
     return len([peer_decode(e.state) for e in peer.recorder.select_events(originator)])
 
 
-def repeat(load: Callable[[], int], times: int, seconds: float) -> Measured:
-    """Run `load` (which returns how many events it read) `times` times or until time is up."""
-    load()  # untimed, as for writes: the first call warms statement caches
+def repeat(load: Callable[[], int], times: int, seconds: float, *, warm: bool = True) -> Measured:
+    """Run `load` (which returns how many events it read) `times` times or until time is up.
+
+    At least once; with `warm`, after one untimed call, as for writes (statement caches).
+    """
+    if warm:
+        load()
     n = 0
     start = time.perf_counter()
     deadline = start + seconds
