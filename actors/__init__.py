@@ -36,6 +36,7 @@ from ._broker_model import (
     make_token,
     token_digest,
 )
+from ._command_harness import CommandHarness
 from ._controller import Controller, RunStarted, RunState, make_title
 from ._controller_decider import (
     ABORTED,
@@ -68,6 +69,7 @@ from ._errors import (
     ControlQueueFullError,
     DuplicateVoteError,
     GroupCompactionUnsupportedError,
+    HarnessError,
     HarnessEventError,
     InvalidBaseDirError,
     InvalidSessionRequestError,
@@ -90,6 +92,7 @@ from ._errors import (
     WorkspaceSetupError,
 )
 from ._harness import DELIVERIES, ENQUEUE, IMMEDIATE, Harness, HarnessEvent
+from ._harnesses import ScriptedHarness, SentPrompt
 from ._reconcile import Reconciler, intent_digest
 from ._session_keys import (
     DEFAULT_COMPACTION_KEEP_TAIL,
@@ -217,6 +220,7 @@ __all__ = [
     "ApprovalValidationError",
     "Broker",
     "BrokerError",
+    "CommandHarness",
     "CompactionConfig",
     "ContentionError",
     "ControlMessage",
@@ -230,6 +234,7 @@ __all__ = [
     "Finish",
     "GroupCompactionUnsupportedError",
     "Harness",
+    "HarnessError",
     "HarnessEvent",
     "HarnessEventError",
     "InvalidBaseDirError",
@@ -251,6 +256,8 @@ __all__ = [
     "RunStarted",
     "RunState",
     "RunView",
+    "ScriptedHarness",
+    "SentPrompt",
     "SessionArchivedError",
     "SessionConflictError",
     "SessionError",

@@ -171,8 +171,8 @@ class Controller:
                 subs, self._subs = self._subs, []
             for s in subs:
                 s.close()
-            if self._actor.is_alive():
-                self._actor.stop()
+        # The actor outlives close (System.close stops it): status() still answers `stopped`,
+        # and late harness events are ignored rather than failing on a dead actor.
 
     def close_quietly(self) -> None:
         """Close if still open, for System.close(); a harness that fails to close is still released."""
@@ -270,7 +270,11 @@ class Controller:
         result: Step = self._ask(Ingest(event))
         self._after(result)
         if event.type == PERMISSION_REQUEST and result.events:
-            return self._permission(event)
+            try:
+                return self._permission(event)
+            finally:
+                # Its approval left the pending list, whichever queue (or process) decided it.
+                self._notify()
         return None
 
     def _permission(self, event: HarnessEvent) -> ApprovalResolution:

@@ -260,9 +260,10 @@ def step(state: ControllerState, c: object, now: datetime) -> Step:
             now,
         )
         evs = (notice, AgentRunStatusChanged(run.id, FAILED, "process stopped during the run", now))
-        return Step(
-            dataclasses.replace(state, run=dataclasses.replace(run, status=FAILED, can_abort=False)), evs
-        )
+        # The phase a fold of these events gives: idle (a failed run), unless it was stopped.
+        phase = STOPPED if state.phase == STOPPED else IDLE
+        failed = dataclasses.replace(run, status=FAILED, can_abort=False)
+        return Step(dataclasses.replace(state, run=failed, phase=phase), evs)
     raise TypeError(f"unknown controller command {type(c).__name__}")
 
 

@@ -21,6 +21,7 @@ ActorsError
 ├── ControllerError                 the operator controller refused or failed an operation
 │   ├── ControllerBusyError             a turn is running or stopping (admission refused)
 │   ├── ControllerValidationError       a bad prompt or delivery (also ValueError)
+│   ├── HarnessError                    a harness could not start, reach or stop its agent
 │   ├── HarnessEventError               a harness event for a run that is not the active one
 │   ├── ReconcileError                  the reconcile gate refused or failed a step
 │   ├── RunConflictError                the caller's run is not the current one
@@ -340,6 +341,10 @@ class RunNotActiveError(ControllerError):
 
     def __init__(self) -> None:
         super().__init__("agent run is not active")
+
+
+class HarnessError(ControllerError):
+    """Raised when a harness cannot start, reach or stop the agent it runs."""
 
 
 class HarnessEventError(ControllerError):
