@@ -57,7 +57,13 @@ class Execute:
 
 @dataclass(frozen=True, slots=True)
 class Refresh:
-    """Message: fold whatever other writers appended to the stream."""
+    """Message: fold whatever other writers appended to the stream.
+
+    `version` is that of the record that prompted it, when known: an actor already at or past
+    it (its own append, or an earlier refresh) has nothing to read.
+    """
+
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +77,15 @@ class Passivate:
 
 
 class AggregateActor(pykka.ThreadingActor, Generic[S]):
-    """The thin shell: one actor per stream, replying only after the append committed."""
+    """The thin shell: one actor per stream, replying only after the append committed.
+
+    With `lazy_start`, the stream is folded on the first message rather than at start, and a
+    message for which `creates()` holds is decided on the initial state without reading at
+    all: its events are appended with NO_STREAM, so a stream that exists after all turns into
+    a ConcurrencyError, a fold, and a decision on the real state.
+    """
+
+    lazy_start = False
 
     def __init__(self, log: EventLog, clock: Clock, aggregate: Aggregate[S], id: str) -> None:
         super().__init__()
@@ -84,13 +98,20 @@ class AggregateActor(pykka.ThreadingActor, Generic[S]):
         self.version = 0
         self.last_appended: list[Record] = []  # what the last command recorded, even if it raised
         self.stopping = False
+        self.loaded = False  # whether the stream was folded (or created by us)
 
     def on_start(self) -> None:
-        self.refresh()
+        if not self.lazy_start:
+            self.refresh()
+
+    def creates(self, message: Any) -> bool:
+        """Whether `message` may be decided on a stream not folded yet (see `lazy_start`)."""
+        return False
 
     def refresh(self) -> list[Record]:
         """Fold the records appended after our version; return them."""
         records = list(self.log.read(self.stream, from_version=self.version + 1))
+        self.loaded = True
         for record in records:
             self.state = self.aggregate.evolve(self.state, decode(record))
             self.version = record.version
@@ -102,6 +123,9 @@ class AggregateActor(pykka.ThreadingActor, Generic[S]):
         self.last_appended = []
         for _ in range(MAX_ATTEMPTS):
             decision = self.aggregate.decide(self.state, command, self.clock.now())
+            if not decision.events and not self.loaded:
+                self.refresh()  # nothing to record on the initial state: decide on the log's
+                continue
             if not decision.events:
                 if decision.error is not None:
                     raise decision.error
@@ -113,6 +137,7 @@ class AggregateActor(pykka.ThreadingActor, Generic[S]):
                 self.refresh()
                 continue
             self.last_appended = records
+            self.loaded = True
             for event, record in zip(decision.events, records, strict=True):
                 self.state = self.aggregate.evolve(self.state, event)
                 self.version = record.version
@@ -139,10 +164,14 @@ class AggregateActor(pykka.ThreadingActor, Generic[S]):
                 self.stopping = True
                 self.stop()
             return self.stopping
+        if isinstance(message, Refresh):
+            if self.loaded and 0 < message.version <= self.version:
+                return []
+            return self.refresh()
+        if not self.loaded and not self.creates(message):
+            self.refresh()
         if isinstance(message, Execute):
             return self.execute(message.command, message.meta)
-        if isinstance(message, Refresh):
-            return self.refresh()
         if isinstance(message, GetState):
             return self.state
         return self.handle(message)

@@ -22,6 +22,7 @@ from ._approval_decider import (
     RECORDING,
     ApprovalCommand,
     ApprovalState,
+    RecordApproval,
     decide,
     evolve,
 )
@@ -56,6 +57,7 @@ class Act:
     command: ApprovalCommand
     meta: dict[str, Any]
     claim: bool  # a terminal outcome from this command starts "resolving" until HookDone
+    waiter: Future[Outcome] | None = None  # once the command succeeded, registered as by Wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,9 @@ class SetRecording:
 
 
 class ApprovalActor(AggregateActor[ApprovalState]):
+    # Most actors start for a request's fresh id: recording it needs no read of an empty stream.
+    lazy_start = True
+
     def __init__(self, log: EventLog, clock: Clock, id: str) -> None:
         super().__init__(log, clock, APPROVALS, id)
         self.recording_here = False
@@ -104,7 +109,10 @@ class ApprovalActor(AggregateActor[ApprovalState]):
             # hand the waiters the outcome before this process's on_resolved hook ran.
             self.resolving = message.claim
             try:
-                return self.execute(message.command, message.meta)[0]
+                state = self.execute(message.command, message.meta)[0]
+                if message.waiter is not None:
+                    self.waiters.append(message.waiter)
+                return state
             finally:
                 # An outcome this command recorded (even one that raised, like a late decision
                 # turned into an expiry) is "resolving" until this process's hook has run.
@@ -131,6 +139,9 @@ class ApprovalActor(AggregateActor[ApprovalState]):
             self.recording_here = message.value
             return None
         return super().handle(message)
+
+    def creates(self, message: Any) -> bool:
+        return isinstance(message, Act) and isinstance(message.command, RecordApproval)
 
     def is_idle(self) -> bool:
         return not (self.waiters or self.resolving or self.recording_here)

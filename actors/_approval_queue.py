@@ -19,8 +19,9 @@ from typing import Any, NoReturn
 
 from eventlog import Clock
 from projections import ApprovalRow, Views
+from projections.approvals import history_order
 
-from ._approval_actor import Act, Flags, HookDone, Invalidate, Outcome, SetRecording, Wait
+from ._approval_actor import Act, Flags, HookDone, Invalidate, Outcome, SetRecording
 from ._approval_decider import (
     DECIDED,
     RECORDING,
@@ -56,6 +57,7 @@ from ._errors import (
 )
 
 KEYS = approval_actor_state()
+OPEN = (RECORDING, "pending")
 # How often a request waiting with a `cancel` event looks at it.
 CANCEL_POLL = 0.02
 # The log's stream names are at most 512 characters, "approval-" included.
@@ -109,8 +111,9 @@ class ApprovalQueue:
         record = RecordApproval(
             approval, self.quorum if request.requires_fleet_quorum else 1, requested_by, publish=hook is None
         )
-        self._dir.ask(id, Act(record, meta, claim=False))
-        waiter: Future[Outcome] = self._dir.ask(id, Wait())
+        # The waiter rides on the recording command: one round trip to the actor, not two.
+        waiter: Future[Outcome] = Future()
+        self._dir.ask(id, Act(record, meta, claim=False, waiter=waiter))
         if hook is not None:
             try:
                 early = self._finish_recording(approval, hook, meta, cancel)
@@ -237,26 +240,32 @@ class ApprovalQueue:
 
     def _conclude(self, id: str, command: ApprovalCommand, meta: dict[str, Any]) -> ApprovalResolution | None:
         """Run a deciding command and, if it produced the outcome, this process's on_resolved hook."""
+        hook = self.on_resolved
         try:
-            state: ApprovalState = self._dir.ask(id, Act(command, meta, claim=True))
+            # Without an on_resolved hook nothing runs between the outcome and its waiters:
+            # the actor hands it over as soon as it is recorded, with no HookDone round trip.
+            state: ApprovalState = self._dir.ask(id, Act(command, meta, claim=hook is not None))
         except ApprovalExpiredError as expired:
-            error = self._run_resolved_hook(id, expired.resolution)
+            error = self._run_resolved_hook(id, expired.resolution, hook)
             if error is not None:
                 expired.add_note(f"on_resolved also failed: {error}")
             raise
         if state.status != DECIDED or state.resolution is None:
             return None
-        error = self._run_resolved_hook(id, state.resolution)
+        error = self._run_resolved_hook(id, state.resolution, hook)
         if error is not None:
             raise ApprovalHookError(state.resolution, error) from error
         return state.resolution
 
-    def _run_resolved_hook(self, id: str, resolution: ApprovalResolution) -> BaseException | None:
+    def _run_resolved_hook(
+        self, id: str, resolution: ApprovalResolution, hook: Callable[[ApprovalResolution], object] | None
+    ) -> BaseException | None:
+        if hook is None:
+            self._changed()
+            return None
         error: BaseException | None = None
-        hook = self.on_resolved
         try:
-            if hook is not None:
-                hook(resolution)
+            hook(resolution)
         except Exception as e:  # noqa: BLE001 - handed to the waiter and raised to the caller
             error = e
         finally:
@@ -293,9 +302,7 @@ class ApprovalQueue:
         """Expire every open approval whose deadline has passed; return how many."""
         now = self._clock.now()
         fired = 0
-        for row in self._open_rows():
-            if row.expires_at > now:
-                continue
+        for row in self._open_rows(due_by=now):
             if (
                 row.status == RECORDING
                 and self._dir.peek(row.id) is not None
@@ -312,8 +319,10 @@ class ApprovalQueue:
         return fired
 
     def next_deadline(self) -> datetime | None:
-        rows = self._open_rows()
-        return min((r.expires_at for r in rows), default=None)
+        def earliest(state: dict[str, ApprovalRow]) -> datetime | None:
+            return min((r.expires_at for r in state.values() if r.status in OPEN), default=None)
+
+        return self._views.runner.read("pending_approvals", earliest)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -336,8 +345,24 @@ class ApprovalQueue:
             return False
         return bool(self._dir.ask(id, Flags())[2])
 
-    def _open_rows(self) -> list[ApprovalRow]:
-        return [r for r in self._views.open_approvals() if r.status in (RECORDING, "pending")]
+    def _open_rows(self, due_by: datetime | None = None) -> list[ApprovalRow]:
+        """Open approvals in request order; with `due_by`, only those whose deadline has passed.
+
+        Picked under the views' lock rather than from a copy of every open row: the scheduler
+        asks after every change, and most of the time nothing is due.
+        """
+
+        def pick(state: dict[str, ApprovalRow]) -> list[ApprovalRow]:
+            return history_order(
+                {
+                    id: r
+                    for id, r in state.items()
+                    if r.status in OPEN and (due_by is None or r.expires_at <= due_by)
+                }
+            )
+
+        rows: list[ApprovalRow] = self._views.runner.read("pending_approvals", pick)
+        return rows
 
     # -- change notification ---------------------------------------------------------------
 

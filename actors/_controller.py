@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from eventlog import Clock, EventLog
 from projections import TimelineEntry, Views
@@ -119,8 +119,7 @@ class Controller:
         return self._actor.ask(command)
 
     def _state(self) -> ControllerState:
-        state: ControllerState = self._actor.ask(Snapshot())
-        return state
+        return cast(ControllerState, self._actor.ask(Snapshot()))
 
     def _after(self, result: Step) -> Step:
         """Run the on_run_status hook a step asked for, then leave `persisting`."""

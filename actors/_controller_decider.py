@@ -191,7 +191,7 @@ def step(state: ControllerState, c: object, now: datetime) -> Step:
             return Step(state, steer=True)
         if state.phase != IDLE or busy:
             raise RunNotActiveError() if c.fence is not None else ControllerBusyError()
-        run = RunInfo(c.run_id, state.session_id, c.title, c.prompt, RUNNING, now, True)
+        run: RunInfo | None = RunInfo(c.run_id, state.session_id, c.title, c.prompt, RUNNING, now, True)
         evs: tuple[Event, ...] = (
             AgentRunStarted(c.run_id, cid, state.session_id, c.title, c.prompt, now),
             PromptDelivered(c.run_id, c.prompt, c.delivery, False, now),
@@ -206,7 +206,7 @@ def step(state: ControllerState, c: object, now: datetime) -> Step:
             return Step(state)
         failed = dataclasses.replace(run, status=FAILED, can_abort=False)
         phase = state.phase if state.phase == STOPPED else IDLE
-        ev = AgentRunStatusChanged(run.id, FAILED, c.reason, now)
+        ev: Event = AgentRunStatusChanged(run.id, FAILED, c.reason, now)
         return Step(dataclasses.replace(state, run=failed, phase=phase), (ev,))
     if isinstance(c, CheckSteer):
         fence_check(state, c.fence)

@@ -11,7 +11,7 @@ import copy
 import hashlib
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import orjson
 
@@ -100,7 +100,7 @@ class ReconcileGate:
             raise ReconcileError("reconcile dispatch requires a tool call ID")
         clean = _checked(intent, "reconcile intent")
         actor = self._c._actor
-        grant: OneTime | None = actor.ask(RecordGate(take=tool_call_id))
+        grant = cast(OneTime | None, actor.ask(RecordGate(take=tool_call_id)))
         digest = intent_digest(clean)
         current = self._c._state().run
         run_id = current.id if current is not None else ""

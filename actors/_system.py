@@ -107,7 +107,7 @@ class System:
     def _route(self, record: Record) -> None:
         category = record.category
         if category == "approval":
-            self._approval_actors.tell_if_running(record.stream_id, Refresh())
+            self._approval_actors.tell_if_running(record.stream_id, Refresh(record.version))
             self._wake.set()
             if record.type == "ApprovalDecided":
                 self.broker.approval_decided(record.data["approval_id"])

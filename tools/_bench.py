@@ -15,7 +15,9 @@ def bench() -> None:
 
 
 def register(cli: click.Group) -> None:
+    from ._bench_approvals import bench_approvals
     from ._bench_log import bench_log
 
     bench.add_command(bench_log)
+    bench.add_command(bench_approvals)
     cli.add_command(bench)
