@@ -93,7 +93,9 @@ from ._errors import (
 )
 from ._harness import DELIVERIES, ENQUEUE, IMMEDIATE, Harness, HarnessEvent
 from ._harnesses import ScriptedHarness, SentPrompt
+from ._projects import Projects, default_project_id
 from ._reconcile import Reconciler, intent_digest
+from ._session_decider import TURN_FAILED, TURN_INTERRUPTED, TURN_SUCCEEDED, SessionInfo, SessionRequest
 from ._session_keys import (
     DEFAULT_COMPACTION_KEEP_TAIL,
     DEFAULT_COMPACTION_MAX_TOKENS,
@@ -122,8 +124,19 @@ from ._session_keys import (
     new_session_id,
     uuid7_time_millis,
 )
+from ._session_requests import (
+    ChatRequest,
+    DelegateRequest,
+    DelegateResult,
+    SchedulerChatRequest,
+    TaskChatRequest,
+)
+from ._session_stream import EventStream
+from ._session_turns import HarnessRequest, TurnResult
+from ._sessions import Sessions
 from ._signal import Signal
 from ._system import System
+from ._tool_override_store import ToolOverrides
 from ._tool_overrides import (
     CORE_TOOLS,
     TOOL_OVERRIDE_ORIGIN_DEFAULT,
@@ -200,6 +213,9 @@ __all__ = [
     "TOOL_OVERRIDE_SCOPE_SYSTEM_AGENT",
     "TOOL_OVERRIDE_SCOPE_USER",
     "TOOL_OVERRIDE_SCOPE_USER_AGENT",
+    "TURN_FAILED",
+    "TURN_INTERRUPTED",
+    "TURN_SUCCEEDED",
     "ActorsError",
     "AgentEvent",
     "AgentMessage",
@@ -220,6 +236,7 @@ __all__ = [
     "ApprovalValidationError",
     "Broker",
     "BrokerError",
+    "ChatRequest",
     "CommandHarness",
     "CompactionConfig",
     "ContentionError",
@@ -229,20 +246,25 @@ __all__ = [
     "ControllerBusyError",
     "ControllerError",
     "ControllerValidationError",
+    "DelegateRequest",
+    "DelegateResult",
     "DuplicateVoteError",
     "Envelope",
+    "EventStream",
     "Finish",
     "GroupCompactionUnsupportedError",
     "Harness",
     "HarnessError",
     "HarnessEvent",
     "HarnessEventError",
+    "HarnessRequest",
     "InvalidBaseDirError",
     "InvalidSessionRequestError",
     "InvalidToolOverrideScopeError",
     "PermissionState",
     "ProjectError",
     "ProjectNotFoundError",
+    "Projects",
     "QuorumPendingError",
     "ReconcileError",
     "Reconciler",
@@ -256,21 +278,28 @@ __all__ = [
     "RunStarted",
     "RunState",
     "RunView",
+    "SchedulerChatRequest",
     "ScriptedHarness",
     "SentPrompt",
     "SessionArchivedError",
     "SessionConflictError",
     "SessionError",
     "SessionForbiddenError",
+    "SessionInfo",
     "SessionNotFoundError",
+    "SessionRequest",
     "SessionWrongKindError",
+    "Sessions",
     "Signal",
     "System",
+    "TaskChatRequest",
     "ToolOverride",
     "ToolOverrideDecision",
     "ToolOverrideKey",
     "ToolOverrideResolution",
     "ToolOverrideRow",
+    "ToolOverrides",
+    "TurnResult",
     "WorkspaceIdError",
     "WorkspaceSetupError",
     "agent_workspace_dir",
@@ -280,6 +309,7 @@ __all__ = [
     "build_session_key",
     "build_user_session_key",
     "default_channel",
+    "default_project_id",
     "enrich_stop_reason",
     "ensure_project_dir",
     "filter_tool_enabled",

@@ -17,7 +17,12 @@ from ._broker import Broker
 from ._controller import Controller
 from ._directory import Directory
 from ._harness import Harness
+from ._projects import Projects
 from ._reconcile import Reconciler
+from ._session_turns import HarnessSource
+from ._sessions import Sessions
+from ._tool_override_store import ToolOverrides
+from ._workspace import StrPath
 
 # The scheduler wakes at least this often, so deadlines are fired even when the clock is
 # moved by hand (tests call tick() themselves) or jumps.
@@ -41,6 +46,8 @@ class System:
         quorum: int = 2,
         scheduler: bool = True,
         owns_log: bool = False,
+        session_harness: HarnessSource | None = None,
+        workspace: StrPath | None = None,
     ) -> None:
         self.log = log
         self.clock: Clock = clock or log.clock or SystemClock()
@@ -52,6 +59,14 @@ class System:
             self._approval_actors, self.views, self.clock, timeout=approval_timeout, quorum=quorum
         )
         self.broker = Broker(log, self.clock, self.approvals, self.views)
+        self.sessions = Sessions(log, self.clock, harness=session_harness, approvals=self.approvals)
+        self.projects = Projects(log, self.clock, self.views, workspace=workspace)
+        self.tool_overrides = ToolOverrides(log, self.clock)
+        self._directories = {
+            "session": self.sessions.actors,
+            "project": self.projects.actors,
+            "tooloverrides": self.tool_overrides.actors,
+        }
         self._wake = threading.Event()
         self._controllers: list[Controller] = []
         self.approvals.subscribe(self._wake.set)
@@ -72,12 +87,24 @@ class System:
         approval_timeout: float = 300.0,
         quorum: int = 2,
         scheduler: bool = True,
+        session_harness: HarnessSource | None = None,
+        workspace: StrPath | None = None,
         **log_options: Any,
     ) -> System:
-        """Open a System on a database path, ":memory:", a "postgresql://" URL, or an open log."""
+        """Open a System on a database path, ":memory:", a "postgresql://" URL, or an open log.
+
+        `session_harness` runs the turns of `system.sessions` (a Harness, or a factory of one
+        per session); `workspace` is the directory under which projects live.
+        """
         if isinstance(target, EventLog):
             return cls(
-                target, clock=clock, approval_timeout=approval_timeout, quorum=quorum, scheduler=scheduler
+                target,
+                clock=clock,
+                approval_timeout=approval_timeout,
+                quorum=quorum,
+                scheduler=scheduler,
+                session_harness=session_harness,
+                workspace=workspace,
             )
         log = open_log(target, clock=clock, **log_options)
         try:
@@ -88,6 +115,8 @@ class System:
                 quorum=quorum,
                 scheduler=scheduler,
                 owns_log=True,
+                session_harness=session_harness,
+                workspace=workspace,
             )
         except BaseException:
             log.close()
@@ -113,6 +142,8 @@ class System:
                 self.broker.approval_decided(record.data["approval_id"])
         elif category == "run":
             self.broker.on_record(record)
+        elif category in self._directories:
+            self._directories[category].tell_if_running(record.stream_id, Refresh(record.version))
 
     def _schedule(self) -> None:
         while not self._closed.is_set():
@@ -160,7 +191,8 @@ class System:
 
     def passivate(self) -> int:
         """Stop every idle actor (they refold from the log when next used); return how many."""
-        return self._approval_actors.passivate() + self.broker.passivate()
+        stopped = self.sessions.passivate() + self.projects.passivate() + self.tool_overrides.passivate()
+        return stopped + self._approval_actors.passivate() + self.broker.passivate()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -174,6 +206,9 @@ class System:
             thread.join(timeout=10)
         for ctrl in self._controllers:
             ctrl.close_quietly()
+        self.sessions.close()
+        self.projects.close()
+        self.tool_overrides.close()
         self.broker.close()
         self._approval_actors.close()
         if self._owns_log:

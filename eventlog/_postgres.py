@@ -17,9 +17,9 @@ from ._clock import Clock, to_micros
 from ._errors import ConcurrencyError, IdempotencyConflict, StorageError
 from ._log import EventLog
 from ._pgconn import Conn, Connector, Listener, ReaderPool
-from ._record import GENESIS_HASH, Head, Record, expectation_holds
+from ._record import GENESIS_HASH, Record, expectation_holds
+from ._sqlreads import COLUMNS, SQLReads
 
-COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash"
 _STREAM_VERSION = "SELECT MAX(version) FROM events WHERE stream = %s"
 _INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
 # Every writer locks this one row first and keeps it until COMMIT: see write_group.
@@ -54,7 +54,7 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
 _MIGRATION_LOCK = int.from_bytes(hashlib.sha256(b"flightlog migrations").digest()[:8], "big", signed=True)
 
 
-class PostgresLog(EventLog):
+class PostgresLog(SQLReads, EventLog):
     """The event log in a PostgreSQL schema, shareable by processes on many machines.
 
     The schema is the first one on the URL's search_path (created if missing), so one
@@ -62,6 +62,8 @@ class PostgresLog(EventLog):
     small pool, each query its own snapshot. `follow` is woken by LISTEN/NOTIFY, so it sees
     other processes' commits at once.
     """
+
+    PLACEHOLDER = "%s"
 
     def __init__(self, url: str, *, clock: Clock | None = None, hmac_key: bytes | None = None) -> None:
         super().__init__(clock=clock, hmac_key=hmac_key)
@@ -80,32 +82,6 @@ class PostgresLog(EventLog):
         self._readers = ReaderPool(self._connector)
 
     # -- the EventLog contract -------------------------------------------------------------
-
-    def _rows_after(self, after_seq: int, limit: int, to_seq: int | None) -> list[Row]:
-        if to_seq is None:
-            return self._query(
-                f"SELECT {COLUMNS} FROM events WHERE seq > %s ORDER BY seq LIMIT %s", (after_seq, limit)
-            )
-        return self._query(
-            f"SELECT {COLUMNS} FROM events WHERE seq > %s AND seq <= %s ORDER BY seq LIMIT %s",
-            (after_seq, to_seq, limit),
-        )
-
-    def _stream_rows(self, stream: str, from_version: int, to_version: int | None, limit: int) -> list[Row]:
-        hi = to_version if to_version is not None else 2**62
-        return self._query(
-            f"SELECT {COLUMNS} FROM events WHERE stream = %s AND version >= %s AND version <= %s "
-            "ORDER BY version LIMIT %s",
-            (stream, from_version, hi, limit),
-        )
-
-    def head(self) -> Head:
-        rows = self._query("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
-        return Head(rows[0][0], rows[0][1]) if rows else Head(0, GENESIS_HASH)
-
-    def stream_version(self, stream: str) -> int:
-        rows = self._query(_STREAM_VERSION, (stream,))
-        return int(rows[0][0] or 0)
 
     def follow(
         self,

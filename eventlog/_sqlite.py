@@ -23,9 +23,9 @@ from ._errors import (
     StorageError,
 )
 from ._log import EventLog
-from ._record import GENESIS_HASH, Head, expectation_holds
+from ._record import GENESIS_HASH, expectation_holds
+from ._sqlreads import COLUMNS, SQLReads
 
-COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash"
 _INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 
 migrations = Migrations("flightlog.eventlog")
@@ -56,7 +56,7 @@ def _create_events(db: Database) -> None:
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
 
 
-class SQLiteLog(EventLog):
+class SQLiteLog(SQLReads, EventLog):
     """The event log in one SQLite file (or in memory), shareable by several processes.
 
     `synchronous="FULL"` (the default) makes every acknowledged append survive power loss;
@@ -170,32 +170,6 @@ class SQLiteLog(EventLog):
             raise translate(e, self.path) from e
 
     # -- the EventLog contract -------------------------------------------------------------
-
-    def _rows_after(self, after_seq: int, limit: int, to_seq: int | None) -> list[Row]:
-        if to_seq is None:
-            return self._query(
-                f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (after_seq, limit)
-            )
-        return self._query(
-            f"SELECT {COLUMNS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
-            (after_seq, to_seq, limit),
-        )
-
-    def _stream_rows(self, stream: str, from_version: int, to_version: int | None, limit: int) -> list[Row]:
-        hi = to_version if to_version is not None else 2**62
-        return self._query(
-            f"SELECT {COLUMNS} FROM events WHERE stream = ? AND version >= ? AND version <= ? "
-            "ORDER BY version LIMIT ?",
-            (stream, from_version, hi, limit),
-        )
-
-    def head(self) -> Head:
-        rows = self._query("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
-        return Head(rows[0][0], rows[0][1]) if rows else Head(0, GENESIS_HASH)
-
-    def stream_version(self, stream: str) -> int:
-        rows = self._query("SELECT MAX(version) FROM events WHERE stream = ?", (stream,))
-        return int(rows[0][0] or 0)
 
     def _write_batch(self, batch: list[AppendRequest]) -> None:
         if self.readonly:

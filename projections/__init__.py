@@ -7,20 +7,29 @@ from ._runner import ViewRunner
 from ._view import View
 from ._views import Views
 from .approvals import ApprovalHistoryView, ApprovalRow, PendingApprovalsView, RefusedAttempt
+from .projects import Project, ProjectsView
 from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow
+from .sessions import AgentActivityView, SessionRow, SessionsView, SessionTurn, TurnEvent
 from .timeline import TimelineEntry, TimelineView
 
 __all__ = [
+    "AgentActivityView",
     "ApprovalHistoryView",
     "ApprovalRow",
     "FinishStatus",
     "FinishStatusView",
     "PendingApprovalsView",
+    "Project",
+    "ProjectsView",
     "RefusedAttempt",
     "RunRegistryView",
     "RunRow",
+    "SessionRow",
+    "SessionTurn",
+    "SessionsView",
     "TimelineEntry",
     "TimelineView",
+    "TurnEvent",
     "View",
     "ViewRunner",
     "Views",

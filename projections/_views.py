@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -17,7 +18,17 @@ from .approvals import (
     history_order,
     pending_order,
 )
+from .projects import Project, ProjectsView, project_order
 from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow, registry_order
+from .sessions import (
+    AgentActivityView,
+    SessionRow,
+    SessionsView,
+    SessionTurn,
+    last_active,
+    session_history,
+    session_order,
+)
 from .timeline import TimelineEntry, TimelineView, render
 
 At = int | datetime | None
@@ -30,6 +41,9 @@ def default_views() -> list[View]:
         RunRegistryView(),
         FinishStatusView(),
         TimelineView(),
+        SessionsView(),
+        AgentActivityView(),
+        ProjectsView(),
     ]
 
 
@@ -129,3 +143,38 @@ class Views:
         if seq is None:
             return self.runner.read("timeline", lambda state: render(state, run_id))
         return render(self.runner.fold_until(seq, ["timeline"])["timeline"], run_id)
+
+    # -- agent sessions and projects -------------------------------------------------------
+
+    def sessions(self, at: At = None) -> list[SessionRow]:
+        """Every session (archived ones too), in the order they were created."""
+        state, _ = self._state("sessions", at)
+        return session_order(state)
+
+    def session(self, session_id: str, at: At = None) -> SessionRow | None:
+        if at is None:
+            found: SessionRow | None = self.runner.read("sessions", lambda s: s.get(session_id))
+            return found
+        state, _ = self._state("sessions", at)
+        row: SessionRow | None = state.get(session_id)
+        return row
+
+    def session_history(self, session_id: str, at: At = None) -> list[SessionTurn]:
+        """A session's turns with every recorded event, folded from its own stream (up to `at`)."""
+        seq = self.resolve_at(at)
+        records = self.log.read(f"session-{session_id}")
+        if seq is not None:
+            records = itertools.takewhile(lambda r: r.seq <= seq, records)
+        return session_history(records)
+
+    def agent_activity(self, user_id: str, at: At = None) -> dict[str, datetime]:
+        """Agent id -> when `user_id` last talked to it (agents never talked to are left out)."""
+        if at is None:
+            return self.runner.read("agent_activity", lambda s: last_active(s, user_id))
+        state, _ = self._state("agent_activity", at)
+        return last_active(state, user_id)
+
+    def projects(self, at: At = None) -> list[Project]:
+        """Every project not deleted, in the order they were created."""
+        state, _ = self._state("projects", at)
+        return project_order(state)

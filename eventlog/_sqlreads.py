@@ -1,0 +1,49 @@
+"""The read queries the SQL backends share; each backend supplies `_query` and its placeholder."""
+
+from __future__ import annotations
+
+import abc
+
+from ._append import Row
+from ._record import GENESIS_HASH, Head
+
+COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash"
+# Higher than any version a stream can reach: "to the end of the stream" in one query shape.
+NO_UPPER_BOUND = 2**62
+
+
+class SQLReads(abc.ABC):
+    """`_rows_after`, `_stream_rows`, `head` and `stream_version` over an `events` table."""
+
+    PLACEHOLDER = "?"
+
+    @abc.abstractmethod
+    def _query(self, query: str, params: tuple[object, ...] = ()) -> list[Row]: ...
+
+    def _sql(self, query: str) -> str:
+        return query if self.PLACEHOLDER == "?" else query.replace("?", self.PLACEHOLDER)
+
+    def _rows_after(self, after_seq: int, limit: int, to_seq: int | None) -> list[Row]:
+        if to_seq is None:
+            query = f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+            return self._query(self._sql(query), (after_seq, limit))
+        query = f"SELECT {COLUMNS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
+        return self._query(self._sql(query), (after_seq, to_seq, limit))
+
+    def _stream_rows(self, stream: str, from_version: int, to_version: int | None, limit: int) -> list[Row]:
+        hi = to_version if to_version is not None else NO_UPPER_BOUND
+        query = (
+            f"SELECT {COLUMNS} FROM events WHERE stream = ? AND version >= ? AND version <= ? "
+            "ORDER BY version LIMIT ?"
+        )
+        return self._query(self._sql(query), (stream, from_version, hi, limit))
+
+    def head(self) -> Head:
+        """The last seq and hash (seq 0 and the genesis hash for an empty log)."""
+        rows = self._query("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
+        return Head(rows[0][0], rows[0][1]) if rows else Head(0, GENESIS_HASH)
+
+    def stream_version(self, stream: str) -> int:
+        """The stream's current version; 0 when it does not exist."""
+        rows = self._query(self._sql("SELECT MAX(version) FROM events WHERE stream = ?"), (stream,))
+        return int(rows[0][0] or 0)
