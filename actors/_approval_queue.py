@@ -135,7 +135,9 @@ class ApprovalQueue:
         approval = self._new_approval(request, deadline)
         meta = {"actor": requested_by or "runtime", "correlation_id": approval.run_id}
         quorum = self.quorum if request.requires_fleet_quorum else 1
-        self._dir.ask(approval.id, Act(RecordApproval(approval, quorum, requested_by, publish=True), meta, claim=False))
+        self._dir.ask(
+            approval.id, Act(RecordApproval(approval, quorum, requested_by, publish=True), meta, claim=False)
+        )
         self._changed()
         return approval
 
@@ -185,9 +187,10 @@ class ApprovalQueue:
         state, _, _, invalidated_by = self._dir.ask(id, Flags())
         if state.status != RECORDING:
             # Another process expired it while our hook ran (its deadline passed there).
-            if state.resolution is None:
+            resolution: ApprovalResolution | None = state.resolution
+            if resolution is None:
                 raise ApprovalNotPendingError(id)
-            return state.resolution
+            return resolution
         if invalidated_by is None and not (cancel and cancel.is_set()):
             self._dir.ask(id, Act(PublishApproval(), meta, claim=False))
             return None

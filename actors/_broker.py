@@ -173,14 +173,8 @@ class Broker:
         return state.exists
 
     def run_ids(self) -> list[str]:
-        """Ids of the registered runs, in registration order."""
-        live: dict[str, None] = {}
-        for record in self.log.read_all():
-            if record.type == "RunRegistered":
-                live[record.data["run_id"]] = None
-            elif record.type == "RunDeleted":
-                live.pop(record.data["run_id"], None)
-        return list(live)
+        """Ids of the registered runs, in registration order (from the run registry view)."""
+        return [row.run_id for row in self.views.runs()]
 
     def run_count(self) -> int:
         return len(self.run_ids())
@@ -304,7 +298,7 @@ class Broker:
             raise RunNotFoundError(run_id)
         request = ApprovalRequest(
             kind="permission",
-            title=f"Use {tool_name}" if tool_name else "Approve permission",
+            title=(description.splitlines()[0][:120] if description else f"Use {tool_name or 'a tool'}"),
             detail=description or input_preview or tool_name or request_id or "permission request",
             risk=tool_risk(tool_name),
             run_id=run_id,

@@ -44,7 +44,7 @@ def expectation_holds(expect: ExpectedVersion, actual: int) -> bool:
     return actual == expect
 
 
-_STREAM_RE = re.compile(r"^[a-z][a-z0-9_]*-.+$", re.DOTALL)
+_STREAM_RE = re.compile(r"^[a-z][a-z0-9_]*-.*$", re.DOTALL)
 
 
 def check_stream_name(stream: str) -> str:
