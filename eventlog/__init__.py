@@ -4,7 +4,7 @@
 # tools (a test enforces this); everything else builds on it.
 
 from . import events
-from ._catalogue import Event
+from ._catalogue import Event, upcast_record
 from ._clock import Clock, ManualClock, SystemClock, from_micros, to_micros
 from ._codec import decode, encode
 from ._errors import (
@@ -16,6 +16,7 @@ from ._errors import (
     IdempotencyConflict,
     LogClosedError,
     ReadOnlyDatabaseError,
+    SnapshotsUnsupported,
     StorageError,
     StreamNameError,
     UnknownEventType,
@@ -34,6 +35,7 @@ from ._record import (
     Record,
     VerifyResult,
 )
+from ._snapshots import Snapshot, SnapshotStore, snapshot_store
 
 __all__ = [
     "ANY",
@@ -57,6 +59,9 @@ __all__ = [
     "NewEvent",
     "ReadOnlyDatabaseError",
     "Record",
+    "Snapshot",
+    "SnapshotStore",
+    "SnapshotsUnsupported",
     "StorageError",
     "StreamNameError",
     "SystemClock",
@@ -67,5 +72,7 @@ __all__ = [
     "events",
     "from_micros",
     "open_log",
+    "snapshot_store",
     "to_micros",
+    "upcast_record",
 ]

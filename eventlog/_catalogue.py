@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
 from ._errors import UnknownEventType
+from ._record import Record
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 E = TypeVar("E", bound="Event")
@@ -88,6 +89,15 @@ def upcast(type_name: str, schema: int, target: int, data: dict[str, Any]) -> di
         data = fn(dict(data))
         schema += 1
     return data
+
+
+def upcast_record(record: Record) -> Record:
+    """`record` with its data at the catalogue's current schema (other types as they are)."""
+    e = _CATALOGUE.get(record.type)
+    if e is None or e.cls.schema == record.schema:
+        return record
+    data = upcast(record.type, record.schema, e.cls.schema, record.data)
+    return record._replace(schema=e.cls.schema, data=data)
 
 
 def catalogue() -> dict[str, type[Event]]:

@@ -6,6 +6,7 @@ EventLogError
 ├── UnknownEventType        a record's type is not in the catalogue (codec)
 ├── StreamNameError         a stream name is not `<category>-<id>` (also ValueError)
 ├── LogClosedError          the log was used after close()
+├── SnapshotsUnsupported    the backend has no snapshot store (also NotImplementedError)
 └── StorageError            the database could not be opened, read or written
     ├── CorruptDatabaseError    not a database, or a damaged page
     ├── ReadOnlyDatabaseError   the file or its folder cannot be written
@@ -59,6 +60,10 @@ class StreamNameError(EventLogError, ValueError):
 
 class LogClosedError(EventLogError):
     """Raised when a closed log is used."""
+
+
+class SnapshotsUnsupported(EventLogError, NotImplementedError):
+    """Raised when a log's backend cannot store snapshots (views then always fold from seq 0)."""
 
 
 class StorageError(EventLogError):

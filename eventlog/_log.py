@@ -5,12 +5,13 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 from ._append import AppendRequest, Row, encode_events
 from ._catalogue import Event
 from ._chain import make_hasher, record_from_row, walk_chain
-from ._clock import Clock, SystemClock
+from ._clock import Clock, SystemClock, to_micros
 from ._errors import EventLogError, LogClosedError
 from ._record import ANY, Expect, ExpectedVersion, Head, NewEvent, Record, VerifyResult, check_stream_name
 
@@ -164,8 +165,19 @@ class EventLog(abc.ABC):
                 return
             version = rows[-1][2] + 1
 
-    def read_all(self, after_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
-        """Every record after `after_seq` up to `to_seq` (inclusive), in seq order."""
+    def read_all(
+        self, after_seq: int = 0, to_seq: int | None = None, *, types: Iterable[str] | None = None
+    ) -> Iterator[Record]:
+        """Every record after `after_seq` up to `to_seq` (inclusive), in seq order.
+
+        With `types`, only records of those types (the database skips the others).
+        """
+        if types is not None:
+            from ._scan import typed_pages
+
+            for rows in typed_pages(self, frozenset(types), after_seq, to_seq):
+                yield from map(record_from_row, rows)
+            return
         for rows in self._pages(after_seq, to_seq):
             yield from map(record_from_row, rows)
 
@@ -214,6 +226,23 @@ class EventLog(abc.ABC):
                         return
                     if self._wakeups == seen:
                         self._commits.wait(poll_interval)
+
+    def seq_at(self, when: datetime) -> int:
+        """The last seq recorded at or before `when` (0 if none), by a binary search over seq.
+
+        recorded_at never decreases along seq, so the records up to a moment are a prefix of
+        the log: about log2(head) point reads, whatever the log's size.
+        """
+        target = to_micros(when)
+        lo, hi = 0, self.head().seq  # the answer is in [lo, hi]; seq lo is at or before `when`
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            rows = self._rows_after(mid - 1, 1, mid)
+            if rows and rows[0][8] <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     def verify(
         self, anchor: Head | tuple[int, str] | None = None, progress: Callable[[int], object] | None = None

@@ -26,6 +26,7 @@ from ._events_controller import (
     ReconcileDispatched,
     ReconcilePrepared,
 )
+from ._events_fork import ForkedFrom
 from ._events_run import (
     BrokerReset,
     ControlDelivered,
@@ -70,6 +71,7 @@ __all__ = [
     "ControllerClosed",
     "ControllerStarted",
     "Event",
+    "ForkedFrom",
     "HarnessEventRecorded",
     "PermissionDecided",
     "PermissionRequested",

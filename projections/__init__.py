@@ -3,25 +3,38 @@
 # Layering: projections imports only eventlog. It never imports actors or tools, and every
 # view is pure: no clock, no I/O, no randomness (a test enforces the imports).
 
+from ._checkpoints import Checkpoints
+from ._diff import Change, Diff, text_diff
+from ._replay import Mismatch, ReplayReport, compare_expected, replay_check
 from ._runner import ViewRunner
-from ._view import View
-from ._views import Views
+from ._view import View, canonical, state_digest
+from ._views import GLOBAL_VIEWS, Views, default_views
+from .agent_runs import AgentRun, AgentRunsView
 from .approvals import ApprovalHistoryView, ApprovalRow, PendingApprovalsView, RefusedAttempt
 from .projects import Project, ProjectsView
 from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow
 from .sessions import AgentActivityView, SessionRow, SessionsView, SessionTurn, TurnEvent
-from .timeline import TimelineEntry, TimelineView
+from .timeline import RunMoment, TimelineEntry, TimelineView
 
 __all__ = [
+    "GLOBAL_VIEWS",
     "AgentActivityView",
+    "AgentRun",
+    "AgentRunsView",
     "ApprovalHistoryView",
     "ApprovalRow",
+    "Change",
+    "Checkpoints",
+    "Diff",
     "FinishStatus",
     "FinishStatusView",
+    "Mismatch",
     "PendingApprovalsView",
     "Project",
     "ProjectsView",
     "RefusedAttempt",
+    "ReplayReport",
+    "RunMoment",
     "RunRegistryView",
     "RunRow",
     "SessionRow",
@@ -33,4 +46,10 @@ __all__ = [
     "View",
     "ViewRunner",
     "Views",
+    "canonical",
+    "compare_expected",
+    "default_views",
+    "replay_check",
+    "state_digest",
+    "text_diff",
 ]

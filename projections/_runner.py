@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from eventlog import EventLog, Record
+from eventlog import EventLog, EventLogError, Record, SnapshotStore, upcast_record
+from eventlog.events import catalogue
 
+from ._bulk import bulk
+from ._checkpoints import Checkpoints
+from ._snapshots import AUTO, hash_at, load_snapshot, make_snapshot, newest_valid, resolve_store
 from ._view import View
 
 T = TypeVar("T")
+Dispatch = dict[str, list[tuple[str, Callable[[Any, Record], Any]]]]
+
+SNAPSHOT_EVERY = 100_000  # seqs between stored snapshots (multiples of it, whatever the start)
+FOLD_BYTES_PER_EVENT = 150  # folding one record costs about as much as loading this much snapshot
+SNAPSHOT_BYTES_PER_EVENT = 8  # a view is stored again once its dump is at most this per event since
+CHECKPOINT_EVERY = 5_000  # seqs between in-memory checkpoints of the dict-of-rows views
+CHECKPOINT_BUDGET = 2_000_000  # rows all in-memory checkpoints may hold together (deltas count)
 
 
 class ViewRunner:
@@ -20,14 +32,48 @@ class ViewRunner:
     every commit that finished before the call, from this process or another. Readers use
     `read(name, fn)`, which runs `fn` on the state under the runner's lock (states are
     folded in place, so they are never handed out unguarded).
+
+    Snapshots: the first catch-up starts each view from its newest stored snapshot (of the
+    view's current version, taken of this very history) and folds on from there. While
+    folding, at each multiple of `snapshot_every` the runner stores a snapshot of every view
+    whose last one is old enough to be worth it: a view whose dump is S bytes is stored again
+    once S / `snapshot_bytes_per_event` seqs have passed, which bounds the cost of
+    snapshots to that many bytes of dump per folded event, however large states grow (a
+    start-up then folds at most about as many records as the snapshot it loads is large).
+    It also keeps in-memory checkpoints of the `checkpoint_views` (dicts of frozen rows)
+    every `checkpoint_every` seqs, so `fold_until` starts from whichever is nearest: the
+    live state, an in-memory checkpoint, a stored snapshot, or seq 0.
     """
 
-    def __init__(self, log: EventLog, views: Sequence[View]) -> None:
+    def __init__(
+        self,
+        log: EventLog,
+        views: Sequence[View],
+        *,
+        snapshots: SnapshotStore | None = AUTO,
+        snapshot_every: int = SNAPSHOT_EVERY,
+        snapshot_bytes_per_event: int = SNAPSHOT_BYTES_PER_EVENT,
+        keep_snapshots: int | None = None,
+        checkpoint_every: int = CHECKPOINT_EVERY,
+        checkpoint_budget: int = CHECKPOINT_BUDGET,
+        checkpoint_views: Iterable[str] = (),
+    ) -> None:
         self.log = log
         self.views = {v.name: v for v in views}
+        self.store = resolve_store(log, snapshots)
+        self.snapshot_every = snapshot_every
+        self.snapshot_bytes_per_event = snapshot_bytes_per_event
+        self.keep_snapshots = keep_snapshots
+        self._stored: dict[str, tuple[int, int]] | None = None  # view -> (seq, size) of its newest
+        self._listing: dict[tuple[str, int], list[tuple[int, int]]] | None = None  # for fold_until
+        self.snapshot_error: EventLogError | None = None  # why storing snapshots stopped, if it did
+        self.restored: dict[str, int] = {}  # view -> seq of the snapshot the first catch-up used
         self._dispatch = dispatch_table(views)
         self._states: dict[str, Any] = {v.name: v.initial() for v in views}
         self._checkpoint = 0
+        self._started = False
+        self._memory = Checkpoints(checkpoint_every, checkpoint_budget)
+        self._memory_views = [self.views[n] for n in checkpoint_views if n in self.views]
         self._lock = threading.RLock()
         self._listeners: list[Callable[[Record], object]] = []
 
@@ -35,30 +81,149 @@ class ViewRunner:
     def checkpoint(self) -> int:
         return self._checkpoint
 
+    @property
+    def started(self) -> bool:
+        """Whether the runner has caught up at least once (and so follows the log)."""
+        return self._started
+
+    @property
+    def checkpoints(self) -> Checkpoints:
+        return self._memory
+
     def add_listener(self, fn: Callable[[Record], object]) -> None:
         """Call `fn(record)` for each record the runner folds (under its lock, in seq order)."""
         with self._lock:
             self._listeners.append(fn)
 
+    # -- following the log -----------------------------------------------------------------
+
     def catch_up(self) -> int:
         """Fold every record committed after the checkpoint; return the new checkpoint."""
-        with self._lock:
+        with self._lock, bulk():
+            if not self._started:
+                self._started = True
+                self._restore()
             self.feed(self.log.read_all(after_seq=self._checkpoint))
             return self._checkpoint
+
+    def _restore(self) -> None:
+        """Start every view from its newest valid snapshot, then fold them all to the newest of those."""
+        if self.store is None or self._checkpoint > 0:
+            return
+        bases: dict[str, tuple[int, Any]] = {}
+        for view in self.views.values():
+            snap = newest_valid(self.log, self.store, view)
+            if snap is not None:
+                bases[view.name] = (snap.seq, load_snapshot(view, snap))
+                self.restored[view.name] = snap.seq
+        if not bases:
+            return
+        target = max(seq for seq, _ in bases.values())
+        self._states = fold_from(self.log, list(self.views.values()), bases, target)
+        self._checkpoint = target
 
     def feed(self, records: Iterable[Record]) -> None:
         """Fold records in seq order; records at or before the checkpoint are skipped."""
         with self._lock:
-            for record in records:
-                if record.seq <= self._checkpoint:
-                    continue
-                if record.seq != self._checkpoint + 1:
-                    # A gap: someone handed us a later record first. Read the missing ones.
-                    self.feed(self.log.read_all(after_seq=self._checkpoint, to_seq=record.seq - 1))
-                fold_one(self._dispatch, self._states, record)
-                self._checkpoint = record.seq
-                for fn in self._listeners:
-                    fn(record)
+            dispatch, states, listeners = self._dispatch, self._states, self._listeners
+            schemas = current_schemas()
+            cp = self._checkpoint
+            mark = self._next_mark(cp)
+            no_views: tuple[tuple[str, Callable[[Any, Record], Any]], ...] = ()
+            try:
+                for record in records:
+                    seq = record.seq
+                    if seq != cp + 1:
+                        if seq <= cp:
+                            continue
+                        # A gap: someone handed us a later record first. Read the missing ones.
+                        self._checkpoint = cp
+                        self.feed(self.log.read_all(after_seq=cp, to_seq=seq - 1))
+                        cp = self._checkpoint
+                        mark = self._next_mark(cp)
+                    type_ = record.type
+                    if record.schema != schemas.get(type_, record.schema):
+                        record = upcast_record(record)
+                    for name, apply in dispatch.get(type_, no_views):
+                        states[name] = apply(states[name], record)
+                    cp = seq
+                    if listeners:
+                        self._checkpoint = cp
+                        for fn in listeners:
+                            fn(record)
+                    if seq >= mark:
+                        self._checkpoint = cp
+                        self._at_mark(record)
+                        mark = self._next_mark(seq)
+            finally:
+                self._checkpoint = cp
+
+    def _next_mark(self, seq: int) -> int:
+        snap = (seq // self.snapshot_every + 1) * self.snapshot_every if self._storing() else 2**62
+        return min(snap, self._memory.next_after(seq))
+
+    def _storing(self) -> bool:
+        return (
+            self.store is not None
+            and not self.store.readonly
+            and self.snapshot_error is None
+            and self.snapshot_every > 0
+        )
+
+    def _at_mark(self, record: Record) -> None:
+        seq = record.seq
+        if self._memory.due(seq) and self._memory_views:
+            self._memory.add(seq, {v.name: self._states[v.name] for v in self._memory_views})
+        if self._storing() and seq % self.snapshot_every == 0:
+            stored = self._stored_index()
+            due = [
+                name
+                for name in self.views
+                if (seq - stored.get(name, (0, 0))[0]) * self.snapshot_bytes_per_event
+                >= stored.get(name, (0, 0))[1]
+            ]
+            self.write_snapshots(due, record.hash)
+
+    def _stored_index(self) -> dict[str, tuple[int, int]]:
+        """Each view's newest stored snapshot (of its version): (seq, size of its JSON)."""
+        if self._stored is None:
+            self._stored = {}
+            try:
+                found = self.store.list() if self.store is not None else []
+            except EventLogError:
+                found = []
+            for snap in found:
+                view = self.views.get(snap.name)
+                if view is not None and snap.version == view.version and snap.seq <= self._checkpoint:
+                    self._stored[snap.name] = (snap.seq, snap.size)
+        return self._stored
+
+    def write_snapshots(self, names: Iterable[str] | None = None, chain_hash: str | None = None) -> int:
+        """Store a snapshot of the named views (all by default) at the checkpoint; returns how many."""
+        with self._lock:
+            if self.store is None or self._checkpoint == 0:
+                return 0
+            seq = self._checkpoint
+            chain_hash = chain_hash or hash_at(self.log, seq)
+            if chain_hash is None:
+                return 0
+            stored = self._stored_index()
+            count = 0
+            try:
+                for name in names if names is not None else list(self.views):
+                    view = self.views[name]
+                    snap = make_snapshot(view, self._states[name], seq, chain_hash)
+                    self.store.put(snap)
+                    stored[name] = (seq, snap.size)
+                    self._listing = None
+                    count += 1
+                    if self.keep_snapshots is not None:
+                        self.store.prune(name, view.version, self.keep_snapshots)
+            except EventLogError as e:  # a cache that cannot be written must not stop the views
+                self.snapshot_error = e
+            return count
+
+    # -- reading ---------------------------------------------------------------------------
 
     def read(self, name: str, fn: Callable[[Any], T]) -> T:
         """`fn(state)` for the named view, computed under the lock after catching up."""
@@ -66,23 +231,82 @@ class ViewRunner:
             self.catch_up()
             return fn(self._states[name])
 
+    def _stored_below(self, view: View, seq: int) -> tuple[int, int] | None:
+        """The newest stored snapshot of `view` at or below `seq`, as (seq, size), from a listing."""
+        if self.store is None:
+            return None
+        with self._lock:
+            if self._listing is None:
+                self._listing = {}
+                try:
+                    found = self.store.list()
+                except EventLogError:
+                    found = []
+                for snap in found:
+                    if not snap.pruned:
+                        self._listing.setdefault((snap.name, snap.version), []).append((snap.seq, snap.size))
+            entries = self._listing.get((view.name, view.version), [])
+            i = bisect.bisect_right(entries, (seq, 2**62)) - 1
+            return entries[i] if i >= 0 else None
+
+    def read_state(self, name: str, fn: Callable[[Any], T]) -> T:
+        """`fn(state)` for the named view as folded so far (no catch-up), under the lock."""
+        with self._lock:
+            return fn(self._states[name])
+
     def fold_until(self, seq: int, names: Iterable[str] | None = None) -> dict[str, Any]:
-        """Fresh states of the named views as they were right after `seq`."""
+        """Fresh states of the named views as they were right after `seq`.
+
+        Each view starts from the nearest base at or below `seq` (the live state, an
+        in-memory checkpoint, a stored snapshot, or its initial state) and folds on to `seq`:
+        the cost is the distance from that base, not the size of the log.
+        """
         chosen = [self.views[n] for n in (names if names is not None else self.views)]
-        return fold_range(self.log, chosen, seq)
+        bases: dict[str, tuple[int, Any]] = {}
+        with self._lock:
+            for view in chosen:
+                if self._checkpoint <= seq:
+                    bases[view.name] = (self._checkpoint, view.copy(self._states[view.name]))
+                else:
+                    found = self._memory.restore(seq, view.name)  # a fresh copy already
+                    if found is not None:
+                        bases[view.name] = found
+        with bulk():
+            for view in chosen:
+                start = bases.get(view.name, (0, None))[0]
+                stored = self._stored_below(view, seq)
+                # Loading a snapshot costs about its size; folding, the records it skips.
+                if stored is None or (stored[0] - start) * FOLD_BYTES_PER_EVENT <= stored[1]:
+                    continue
+                snap = newest_valid(self.log, self.store, view, seq) if self.store is not None else None
+                if snap is not None and snap.seq > start:
+                    bases[view.name] = (snap.seq, load_snapshot(view, snap))
+            return fold_from(self.log, chosen, bases, seq)
 
 
-def dispatch_table(views: Sequence[View]) -> dict[str, list[View]]:
-    table: dict[str, list[View]] = {}
+def dispatch_table(views: Sequence[View]) -> Dispatch:
+    table: Dispatch = {}
     for view in views:
-        for type_name in view.types:
-            table.setdefault(type_name, []).append(view)
+        for type_name in sorted(view.types):
+            table.setdefault(type_name, []).append((view.name, view.apply))
     return table
 
 
-def fold_one(dispatch: dict[str, list[View]], states: dict[str, Any], record: Record) -> None:
-    for view in dispatch.get(record.type, ()):
-        states[view.name] = view.apply(states[view.name], record)
+def current_schemas() -> dict[str, int]:
+    """Each catalogue type's current schema: records at another one are upcast before folding."""
+    return {name: cls.schema for name, cls in catalogue().items()}
+
+
+def fold_records(views: Sequence[View], records: Iterable[Record], states: dict[str, Any]) -> dict[str, Any]:
+    """Fold `records` (in order) into `states`, upcasting old schemas first."""
+    dispatch = dispatch_table(views)
+    schemas = current_schemas()
+    for record in records:
+        if record.schema != schemas.get(record.type, record.schema):
+            record = upcast_record(record)
+        for name, apply in dispatch.get(record.type, ()):
+            states[name] = apply(states[name], record)
+    return states
 
 
 def fold_range(
@@ -94,7 +318,28 @@ def fold_range(
 ) -> dict[str, Any]:
     """Fold records (after_seq, to_seq] into `states` (fresh initial states when None)."""
     states = states if states is not None else {v.name: v.initial() for v in views}
-    dispatch = dispatch_table(views)
-    for record in log.read_all(after_seq=after_seq, to_seq=to_seq):
-        fold_one(dispatch, states, record)
+    types = frozenset().union(*(v.types for v in views))
+    return fold_records(views, log.read_all(after_seq=after_seq, to_seq=to_seq, types=types), states)
+
+
+def fold_from(
+    log: EventLog, views: Sequence[View], bases: dict[str, tuple[int, Any]], to_seq: int
+) -> dict[str, Any]:
+    """Fold each view from its base `(seq, state)` (seq 0 and its initial state if absent) to `to_seq`.
+
+    Views joining at later seqs are folded together from there, so each record is read once.
+    """
+    starts = {v.name: bases.get(v.name, (0, None))[0] for v in views}
+    states: dict[str, Any] = {}
+    active: list[View] = []
+    marks = sorted(set(starts.values()))
+    for i, mark in enumerate(marks):
+        for view in views:
+            if starts[view.name] == mark:
+                base = bases.get(view.name)
+                states[view.name] = base[1] if base is not None else view.initial()
+                active.append(view)
+        end = min(marks[i + 1] if i + 1 < len(marks) else to_seq, to_seq)
+        if end > mark:
+            fold_range(log, active, end, after_seq=mark, states=states)
     return states

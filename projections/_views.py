@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from eventlog import Clock, EventLog, SystemClock, from_micros, to_micros
+from eventlog import Clock, EventLog, SnapshotStore, SystemClock, from_micros
 
-from ._runner import ViewRunner
-from ._view import View
+from ._diff import Diff, diff_items
+from ._runner import CHECKPOINT_BUDGET, CHECKPOINT_EVERY, SNAPSHOT_EVERY, ViewRunner, fold_records
+from ._snapshots import AUTO
+from ._view import View, state_digest
+from .agent_runs import FORKED, AgentRun, AgentRunsView, agent_run_order
 from .approvals import (
     ApprovalHistoryView,
     ApprovalRow,
@@ -29,17 +32,31 @@ from .sessions import (
     session_history,
     session_order,
 )
-from .timeline import TimelineEntry, TimelineView, render
+from .timeline import RunMoment, TimelineEntry, TimelineView, render
 
 At = int | datetime | None
 
+# The views whose state is a dict of frozen rows: a copy shares the rows, so the runner keeps
+# in-memory checkpoints of them for fast time travel. The timeline is travelled per stream.
+GLOBAL_VIEWS = (
+    "pending_approvals",
+    "approval_history",
+    "run_registry",
+    "finish_status",
+    "agent_runs",
+    "sessions",
+    "projects",
+)
+
 
 def default_views() -> list[View]:
+    """Every built-in view, in a fixed order."""
     return [
         PendingApprovalsView(),
         ApprovalHistoryView(),
         RunRegistryView(),
         FinishStatusView(),
+        AgentRunsView(),
         TimelineView(),
         SessionsView(),
         AgentActivityView(),
@@ -52,14 +69,38 @@ class Views:
 
     Time travel is read-only: it folds the log up to the point asked for and never runs
     anything. `clock` decides which pending approvals are past their deadline right now.
+    Snapshot and checkpoint settings are passed to the `ViewRunner`.
     """
 
     def __init__(
-        self, log: EventLog, *, clock: Clock | None = None, views: Sequence[View] | None = None
+        self,
+        log: EventLog,
+        *,
+        clock: Clock | None = None,
+        views: Sequence[View] | None = None,
+        snapshots: SnapshotStore | None = AUTO,
+        snapshot_every: int = SNAPSHOT_EVERY,
+        keep_snapshots: int | None = None,
+        checkpoint_every: int = CHECKPOINT_EVERY,
+        checkpoint_budget: int = CHECKPOINT_BUDGET,
+        checkpoint_views: Iterable[str] = GLOBAL_VIEWS,
     ) -> None:
         self.log = log
         self.clock = clock or log.clock or SystemClock()
-        self.runner = ViewRunner(log, views if views is not None else default_views())
+        self.runner = ViewRunner(
+            log,
+            views if views is not None else default_views(),
+            snapshots=snapshots,
+            snapshot_every=snapshot_every,
+            keep_snapshots=keep_snapshots,
+            checkpoint_every=checkpoint_every,
+            checkpoint_budget=checkpoint_budget,
+            checkpoint_views=checkpoint_views,
+        )
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.runner.views)
 
     def catch_up(self) -> int:
         return self.runner.catch_up()
@@ -71,13 +112,9 @@ class Views:
         if at is None:
             return None
         if isinstance(at, datetime):
-            micros = to_micros(at)
-            last = 0
-            for record in self.log.read_all():
-                if record.recorded_us > micros:
-                    break
-                last = record.seq
-            return last
+            if at.tzinfo is None:
+                raise ValueError("at: a naive datetime is ambiguous; pass an aware one")
+            return self.log.seq_at(at)
         if isinstance(at, bool) or not isinstance(at, int) or at < 0:
             raise ValueError(f"at must be a seq >= 0 or an aware datetime, got {at!r}")
         return at
@@ -94,6 +131,27 @@ class Views:
             return self.runner.read(name, self.runner.views[name].copy), self.clock.now()
         states = self.runner.fold_until(seq, [name])
         return states[name], (self.moment(seq) if seq else None)
+
+    def state(self, name: str, at: At = None) -> Any:
+        """A private copy of the named view's raw state, now or as of `at`."""
+        return self._state(name, at)[0]
+
+    def dump(self, name: str, at: At = None) -> Any:
+        """The named view's canonical dump (what digests and snapshots are made of)."""
+        return self.runner.views[name].dump(self.state(name, at))
+
+    def digest(self, name: str, at: At = None) -> str:
+        """SHA-256 of the canonical JSON of the named view's dump."""
+        return state_digest(self.runner.views[name], self.state(name, at))
+
+    def digests(self, at: At = None) -> dict[str, str]:
+        """Every view's digest, now or as of `at` (one fold for all of them)."""
+        seq = self.resolve_at(at)
+        if seq is None:
+            states = {n: self.runner.read(n, self.runner.views[n].copy) for n in self.runner.views}
+        else:
+            states = self.runner.fold_until(seq)
+        return {n: state_digest(self.runner.views[n], s) for n, s in states.items()}
 
     # -- approvals -------------------------------------------------------------------------
 
@@ -113,6 +171,9 @@ class Views:
         return history_order(state)
 
     def approval(self, approval_id: str, at: At = None) -> ApprovalRow | None:
+        if at is None:
+            found: ApprovalRow | None = self.runner.read("approval_history", lambda s: s.get(approval_id))
+            return found
         state, _ = self._state("approval_history", at)
         row: ApprovalRow | None = state.get(approval_id)
         return row
@@ -125,24 +186,83 @@ class Views:
         return registry_order(state)
 
     def run(self, run_id: str, at: At = None) -> RunRow | None:
+        if at is None:
+            found: RunRow | None = self.runner.read("run_registry", lambda s: s.get(run_id))
+            return found
         state, _ = self._state("run_registry", at)
         row: RunRow | None = state.get(run_id)
         return row
 
     def finish_status(self, run_id: str, at: At = None) -> FinishStatus | None:
         """The run's finish count, last status and summary (None if not registered)."""
+        if at is None:
+            found: FinishStatus | None = self.runner.read("finish_status", lambda s: s.get(run_id))
+            return found
         state, _ = self._state("finish_status", at)
         row: FinishStatus | None = state.get(run_id)
         return row
 
-    # -- the operator timeline -------------------------------------------------------------
+    # -- the operator's runs and their timelines -------------------------------------------
+
+    def agent_runs(self, at: At = None) -> list[AgentRun]:
+        """Controller runs (forks too), in the order they started."""
+        state, _ = self._state("agent_runs", at)
+        return agent_run_order(state)
+
+    def agent_run(self, run_id: str, at: At = None) -> AgentRun | None:
+        if at is None:
+            found: AgentRun | None = self.runner.read("agent_runs", lambda s: s.get(run_id))
+            return found
+        state, _ = self._state("agent_runs", at)
+        row: AgentRun | None = state.get(run_id)
+        return row
 
     def timeline(self, run_id: str, at: At = None) -> list[TimelineEntry]:
-        """A controller run's timeline (its session's conversation up to and including it)."""
+        """A controller run's timeline (its session's conversation up to and including it).
+
+        As of a past moment it is folded from the run's own stream alone, so it costs the
+        length of that stream, not of the log.
+        """
         seq = self.resolve_at(at)
         if seq is None:
             return self.runner.read("timeline", lambda state: render(state, run_id))
-        return render(self.runner.fold_until(seq, ["timeline"])["timeline"], run_id)
+        row = self._current_agent_run(run_id)
+        if row is None or row.first_seq > seq:
+            return []
+        view = self.runner.views["timeline"]
+        records = itertools.takewhile(lambda r: r.seq <= seq, self.log.read(row.stream))
+        state = fold_records([view], records, {view.name: view.initial()})[view.name]
+        return render(state, run_id)
+
+    def timeline_at_each_event(self, run_id: str) -> list[RunMoment]:
+        """The run right after each of its events: status and timeline, in seq order."""
+        row = self._current_agent_run(run_id)
+        if row is None:
+            return []
+        view = self.runner.views["timeline"]
+        states = {view.name: view.initial()}
+        moments = []
+        status = ""
+        for record in self.log.read(row.stream):
+            fold_records([view], [record], states)
+            if record.data.get("run_id") != run_id:
+                continue
+            if record.type == "AgentRunStatusChanged":
+                status = record.data["status"]
+            elif record.type == "ForkedFrom":
+                status = FORKED
+            entries = tuple(render(states[view.name], run_id))
+            moments.append(RunMoment(record.seq, record.recorded_at, record.type, status, entries))
+        return moments
+
+    def _current_agent_run(self, run_id: str) -> AgentRun | None:
+        """The run as the log knows it now (run ids are never reused, so this locates its stream)."""
+        if self.runner.started:
+            return self.agent_run(run_id)
+        # Not following the log yet: fold just this small view, not every view.
+        head = self.log.head().seq
+        row: AgentRun | None = self.runner.fold_until(head, ["agent_runs"])["agent_runs"].get(run_id)
+        return row
 
     # -- agent sessions and projects -------------------------------------------------------
 
@@ -178,3 +298,49 @@ class Views:
         """Every project not deleted, in the order they were created."""
         state, _ = self._state("projects", at)
         return project_order(state)
+
+    # -- diffs -----------------------------------------------------------------------------
+
+    def diff(self, view: str, *args: str, a: At, b: At) -> Diff:
+        """What changed in a view between two moments: added, removed and changed items.
+
+        `view` is one of "timeline" (args: run_id), "runs" (or "run_registry"),
+        "finish_status", "pending_approvals", "approval_history", "agent_runs",
+        "sessions", "projects".
+        """
+        items, key = self._diffable(view, args)
+        sa, sb = self.resolve_at(a), self.resolve_at(b)
+        if sa is None or sb is None:
+            raise ValueError("diff needs two moments: a and b")
+        return diff_items(view, sa, sb, items(sa), items(sb), key)
+
+    def _diffable(self, view: str, args: Sequence[str]) -> tuple[Callable[[int], list[dict[str, Any]]], str]:
+        def rows(fetch: Callable[[int], Iterable[Any]]) -> Callable[[int], list[dict[str, Any]]]:
+            return lambda seq: [r.to_dict() for r in fetch(seq)]
+
+        if view == "timeline":
+            if len(args) != 1:
+                raise ValueError("diff('timeline', run_id, a=…, b=…) takes one run id")
+            return rows(lambda seq: self.timeline(args[0], seq)), "id"
+        table: dict[str, tuple[Callable[[int], Iterable[Any]], str]] = {
+            "runs": (self.runs, "run_id"),
+            "run_registry": (self.runs, "run_id"),
+            "finish_status": (lambda seq: _values(self.state("finish_status", seq)), "run_id"),
+            "pending_approvals": (self.pending_approvals, "id"),
+            "approval_history": (self.approval_history, "id"),
+            "agent_runs": (self.agent_runs, "run_id"),
+            "sessions": (self.sessions, "session_id"),
+            "projects": (self.projects, "id"),
+        }
+        if view not in table:
+            raise ValueError(f"no diff for view {view!r}; one of: timeline, {', '.join(table)}")
+        fetch, key = table[view]
+        if args:
+            wanted = set(args)
+            full = fetch
+            fetch = lambda seq: [r for r in full(seq) if getattr(r, key, None) in wanted]  # noqa: E731
+        return rows(fetch), key
+
+
+def _values(state: dict[str, Any]) -> list[Any]:
+    return [state[k] for k in sorted(state)]

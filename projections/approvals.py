@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,6 +15,8 @@ from eventlog.events import (
     ApprovalRequested,
     ApprovalVoted,
 )
+
+from ._rows import positional
 
 RECORDING = "recording"
 PENDING = "pending"
@@ -74,62 +75,184 @@ class ApprovalRow:
         return self.status in TERMINAL
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["refused"] = [dataclasses.asdict(r) for r in self.refused]
-        out["votes"] = list(self.votes)
-        out["latency_ms"] = self.latency_ms
-        return out
+        return {
+            "id": self.id,
+            "run_id": self.run_id,
+            "tool_call_id": self.tool_call_id,
+            "kind": self.kind,
+            "title": self.title,
+            "detail": self.detail,
+            "risk": self.risk,
+            "payload_sha256": self.payload_sha256,
+            "requires_fleet_quorum": self.requires_fleet_quorum,
+            "quorum": self.quorum,
+            "requested_at": self.requested_at,
+            "expires_at": self.expires_at,
+            "requested_by": self.requested_by,
+            "status": self.status,
+            "requested_seq": self.requested_seq,
+            "decision": self.decision,
+            "actor": self.actor,
+            "identity": self.identity,
+            "decided_at": self.decided_at,
+            "decided_seq": self.decided_seq,
+            "votes": list(self.votes),
+            "refused": [
+                {"decision": r.decision, "actor": r.actor, "identity": r.identity, "reason": r.reason,
+                 "at": r.at, "seq": r.seq}
+                for r in self.refused
+            ],
+            "latency_ms": self.latency_ms,
+        }  # fmt: skip
+
+
+_new_row = positional(ApprovalRow)
+
+
+_last: tuple[Record | None, Any] = (None, None)
+
+
+def _decode(record: Record) -> Any:
+    """decode(record), once for the two approval views that fold each record in turn."""
+    global _last
+    last = _last  # one read and one write of a tuple: safe when threads fold at once
+    if last[0] is record:
+        return last[1]
+    ev = decode(record)
+    _last = (record, ev)
+    return ev
 
 
 def _fold(rows: dict[str, ApprovalRow], record: Record) -> ApprovalRow | None:
     """Apply one approval record to `rows` (in place); return the row it produced."""
-    ev = decode(record)
+    ev = _decode(record)
     if isinstance(ev, ApprovalRequested):
-        row = ApprovalRow(
-            id=ev.approval_id,
-            run_id=ev.run_id,
-            tool_call_id=ev.tool_call_id,
-            kind=ev.kind,
-            title=ev.title,
-            detail=ev.detail,
-            risk=ev.risk,
-            payload_sha256=ev.payload_sha256,
-            requires_fleet_quorum=ev.requires_fleet_quorum,
-            quorum=ev.quorum,
-            requested_at=ev.requested_at,
-            expires_at=ev.expires_at,
-            requested_by=ev.requested_by,
-            status=RECORDING,
-            requested_seq=record.seq,
+        row = _new_row(
+            ev.approval_id,
+            ev.run_id,
+            ev.tool_call_id,
+            ev.kind,
+            ev.title,
+            ev.detail,
+            ev.risk,
+            ev.payload_sha256,
+            ev.requires_fleet_quorum,
+            ev.quorum,
+            ev.requested_at,
+            ev.expires_at,
+            ev.requested_by,
+            RECORDING,
+            record.seq,
+            "",
+            "",
+            "",
+            None,
+            0,
+            (),
+            (),
         )
         rows[row.id] = row
         return row
     old = rows.get(getattr(ev, "approval_id", ""))
     if old is None:
         return None
+    # dataclasses.replace is several times slower than building the row: this runs per event.
     if isinstance(ev, ApprovalPublished):
-        new = dataclasses.replace(old, status=PENDING)
+        new = _derive(old, PENDING)
     elif isinstance(ev, ApprovalDiscarded):
-        new = dataclasses.replace(old, status=DISCARDED, decided_at=ev.at, decided_seq=record.seq)
+        new = _derive(old, DISCARDED, decided_at=ev.at, decided_seq=record.seq)
     elif isinstance(ev, ApprovalVoted):
-        new = dataclasses.replace(old, votes=(*old.votes, ev.actor))
+        new = _derive(old, old.status, votes=(*old.votes, ev.actor))
     elif isinstance(ev, ApprovalDecided):
-        new = dataclasses.replace(
-            old,
-            status=ev.decision,
-            decision=ev.decision,
-            actor=ev.actor,
-            identity=ev.identity,
-            decided_at=ev.at,
-            decided_seq=record.seq,
-        )
+        new = _derive(old, ev.decision, ev.decision, ev.actor, ev.identity, ev.at, record.seq)
     elif isinstance(ev, ApprovalDecisionRefused):
         attempt = RefusedAttempt(ev.decision, ev.actor, ev.identity, ev.reason, ev.at, record.seq)
-        new = dataclasses.replace(old, refused=(*old.refused, attempt))
+        new = _derive(old, old.status, refused=(*old.refused, attempt))
     else:
         return None
     rows[new.id] = new
     return new
+
+
+_KEEP: Any = object()
+
+
+def _derive(
+    o: ApprovalRow,
+    status: str,
+    decision: str = _KEEP,
+    actor: str = _KEEP,
+    identity: str = _KEEP,
+    decided_at: datetime | None = _KEEP,
+    decided_seq: int = _KEEP,
+    votes: tuple[str, ...] = _KEEP,
+    refused: tuple[RefusedAttempt, ...] = _KEEP,
+) -> ApprovalRow:
+    """`o` with a new status and whichever outcome fields are given."""
+    return _new_row(
+        o.id,
+        o.run_id,
+        o.tool_call_id,
+        o.kind,
+        o.title,
+        o.detail,
+        o.risk,
+        o.payload_sha256,
+        o.requires_fleet_quorum,
+        o.quorum,
+        o.requested_at,
+        o.expires_at,
+        o.requested_by,
+        status,
+        o.requested_seq,
+        o.decision if decision is _KEEP else decision,
+        o.actor if actor is _KEEP else actor,
+        o.identity if identity is _KEEP else identity,
+        o.decided_at if decided_at is _KEEP else decided_at,
+        o.decided_seq if decided_seq is _KEEP else decided_seq,
+        o.votes if votes is _KEEP else votes,
+        o.refused if refused is _KEEP else refused,
+    )
+
+
+def _when(value: Any) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def load_row(d: dict[str, Any]) -> ApprovalRow:
+    """The row `ApprovalRow.to_dict()` (as JSON) describes."""
+    refused = tuple(
+        RefusedAttempt(r["decision"], r["actor"], r["identity"], r["reason"], _at(r["at"]), r["seq"])
+        for r in d["refused"]
+    )
+    return ApprovalRow(
+        d["id"],
+        d["run_id"],
+        d["tool_call_id"],
+        d["kind"],
+        d["title"],
+        d["detail"],
+        d["risk"],
+        d["payload_sha256"],
+        d["requires_fleet_quorum"],
+        d["quorum"],
+        _at(d["requested_at"]),
+        _at(d["expires_at"]),
+        d["requested_by"],
+        d["status"],
+        d["requested_seq"],
+        d["decision"],
+        d["actor"],
+        d["identity"],
+        _when(d["decided_at"]),
+        d["decided_seq"],
+        tuple(d["votes"]),
+        refused,
+    )
+
+
+def _at(value: str) -> datetime:
+    return datetime.fromisoformat(value)
 
 
 APPROVAL_TYPES = frozenset(
@@ -164,6 +287,9 @@ class ApprovalHistoryView:
     def dump(self, state: dict[str, ApprovalRow]) -> list[dict[str, Any]]:
         return [row.to_dict() for row in history_order(state)]
 
+    def load(self, data: list[dict[str, Any]]) -> dict[str, ApprovalRow]:
+        return {row.id: row for row in map(load_row, data)}
+
 
 class PendingApprovalsView:
     """Approvals published and not yet decided (deadlines are applied when read, not folded)."""
@@ -186,7 +312,11 @@ class PendingApprovalsView:
         return dict(state)
 
     def dump(self, state: dict[str, ApprovalRow]) -> list[dict[str, Any]]:
-        return [row.to_dict() for row in pending_order(state, None)]
+        # Every open row, recording ones too: the dump is the whole state, so it loads back.
+        return [row.to_dict() for row in history_order(state)]
+
+    def load(self, data: list[dict[str, Any]]) -> dict[str, ApprovalRow]:
+        return {row.id: row for row in map(load_row, data)}
 
 
 def history_order(state: dict[str, ApprovalRow]) -> list[ApprovalRow]:

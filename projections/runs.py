@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from eventlog import Record
+
+from ._rows import positional, recorded_at
 
 RUN_TYPES = frozenset(
     {
@@ -42,9 +43,18 @@ class RunRow:
     last_state: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["pending_permissions"] = list(self.pending_permissions)
-        return out
+        return {
+            "run_id": self.run_id,
+            "registered_at": self.registered_at,
+            "first_seq": self.first_seq,
+            "last_seen": self.last_seen,
+            "queue_depth": self.queue_depth,
+            "reports": self.reports,
+            "finishes": self.finishes,
+            "replies": self.replies,
+            "pending_permissions": list(self.pending_permissions),
+            "last_state": self.last_state,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +68,17 @@ class FinishStatus:
     at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {
+            "run_id": self.run_id,
+            "count": self.count,
+            "last_status": self.last_status,
+            "summary": self.summary,
+            "at": self.at,
+        }
+
+
+_row = positional(RunRow)
+_finish = positional(FinishStatus)
 
 
 class RunRegistryView:
@@ -72,41 +92,62 @@ class RunRegistryView:
         return {}
 
     def apply(self, state: dict[str, RunRow], record: Record) -> dict[str, RunRow]:
+        # Rows are built positionally: dataclasses.replace costs several times more, per event.
         d = record.data
         run_id = d["run_id"]
         t = record.type
-        at = record.recorded_at
-        if t == "RunRegistered":
-            state[run_id] = RunRow(run_id, d["registered_at"] and at, record.seq, at)
+        if t == "RunHeartbeat":
+            r = state.get(run_id)
+            if r is not None:
+                state[run_id] = _row(
+                    run_id, r.registered_at, r.first_seq, recorded_at(record), r.queue_depth, r.reports,
+                    r.finishes, r.replies, r.pending_permissions, r.last_state,
+                )  # fmt: skip
             return state
-        row = state.get(run_id)
-        if row is None:
+        if t == "RunRegistered":
+            at = recorded_at(record)
+            state[run_id] = _row(run_id, d["registered_at"] and at, record.seq, at, 0, 0, 0, 0, (), "")
+            return state
+        r = state.get(run_id)
+        if r is None:
             return state
         if t == "RunDeleted":
             del state[run_id]
             return state
-        rep = dataclasses.replace
         if t == "ControlQueued":
-            row = rep(row, queue_depth=row.queue_depth + 1)
-        elif t == "ControlDelivered":
-            row = rep(row, queue_depth=max(0, row.queue_depth - len(d["message_ids"])))
-        else:
-            row = rep(row, last_seen=at)
-            if t == "RunRegistrationRefreshed":
-                row = rep(row, registered_at=at)
-            elif t == "RunReported":
-                row = rep(row, reports=row.reports + 1, last_state=d["state"])
-            elif t == "RunFinished":
-                row = rep(row, finishes=row.finishes + 1, last_state=d["status"])
-            elif t == "RunReplied":
-                row = rep(row, replies=row.replies + 1)
-            elif t == "PermissionRequested":
-                row = rep(row, pending_permissions=(*row.pending_permissions, d["request_id"]))
-            elif t == "PermissionDecided":
-                row = rep(
-                    row, pending_permissions=tuple(p for p in row.pending_permissions if p != d["request_id"])
-                )
-        state[run_id] = row
+            state[run_id] = _row(
+                run_id, r.registered_at, r.first_seq, r.last_seen, r.queue_depth + 1, r.reports,
+                r.finishes, r.replies, r.pending_permissions, r.last_state,
+            )  # fmt: skip
+            return state
+        if t == "ControlDelivered":
+            depth = max(0, r.queue_depth - len(d["message_ids"]))
+            state[run_id] = _row(
+                run_id, r.registered_at, r.first_seq, r.last_seen, depth, r.reports, r.finishes,
+                r.replies, r.pending_permissions, r.last_state,
+            )  # fmt: skip
+            return state
+        at = recorded_at(record)
+        registered, reports, finishes, replies = r.registered_at, r.reports, r.finishes, r.replies
+        pending, last_state = r.pending_permissions, r.last_state
+        if t == "RunReported":
+            reports += 1
+            last_state = d["state"]
+        elif t == "RunFinished":
+            finishes += 1
+            last_state = d["status"]
+        elif t == "RunRegistrationRefreshed":
+            registered = at
+        elif t == "RunReplied":
+            replies += 1
+        elif t == "PermissionRequested":
+            pending = (*pending, d["request_id"])
+        elif t == "PermissionDecided":
+            pending = tuple(p for p in pending if p != d["request_id"])
+        state[run_id] = _row(
+            run_id, registered, r.first_seq, at, r.queue_depth, reports, finishes, replies, pending,
+            last_state,
+        )  # fmt: skip
         return state
 
     def copy(self, state: dict[str, RunRow]) -> dict[str, RunRow]:
@@ -114,6 +155,16 @@ class RunRegistryView:
 
     def dump(self, state: dict[str, RunRow]) -> list[dict[str, Any]]:
         return [row.to_dict() for row in registry_order(state)]
+
+    def load(self, data: list[dict[str, Any]]) -> dict[str, RunRow]:
+        rows = (
+            RunRow(
+                d["run_id"], _when(d["registered_at"]), d["first_seq"], _at(d["last_seen"]), d["queue_depth"],
+                d["reports"], d["finishes"], d["replies"], tuple(d["pending_permissions"]), d["last_state"],
+            )
+            for d in data
+        )  # fmt: skip
+        return {row.run_id: row for row in rows}
 
 
 class FinishStatusView:
@@ -130,12 +181,12 @@ class FinishStatusView:
         d = record.data
         run_id = d["run_id"]
         if record.type == "RunRegistered":
-            state[run_id] = FinishStatus(run_id)
+            state[run_id] = _finish(run_id, 0, "", "", None)
         elif record.type == "RunDeleted":
             state.pop(run_id, None)
         elif run_id in state:
             old = state[run_id]
-            state[run_id] = FinishStatus(run_id, old.count + 1, d["status"], d["summary"], record.recorded_at)
+            state[run_id] = _finish(run_id, old.count + 1, d["status"], d["summary"], recorded_at(record))
         return state
 
     def copy(self, state: dict[str, FinishStatus]) -> dict[str, FinishStatus]:
@@ -144,6 +195,20 @@ class FinishStatusView:
     def dump(self, state: dict[str, FinishStatus]) -> list[dict[str, Any]]:
         return [state[k].to_dict() for k in sorted(state)]
 
+    def load(self, data: list[dict[str, Any]]) -> dict[str, FinishStatus]:
+        return {
+            d["run_id"]: FinishStatus(d["run_id"], d["count"], d["last_status"], d["summary"], _when(d["at"]))
+            for d in data
+        }
+
 
 def registry_order(state: dict[str, RunRow]) -> list[RunRow]:
     return sorted(state.values(), key=lambda r: (r.first_seq, r.run_id))
+
+
+def _at(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def _when(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)

@@ -7,6 +7,7 @@ entries stay (the conversation goes on), their unfinished streaming deltas do no
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 import orjson
 
 from eventlog import Record
+
+from ._view import canonical
 
 ASSISTANT_NAME = "Claw"
 USER_NAME = "You"
@@ -44,25 +47,29 @@ class TimelineEntry:
         return out
 
 
-@dataclass(slots=True)
-class _Slot:
-    entry: TimelineEntry
-    run_order: int
-    stream: bool = False
-    gone: bool = False
+# A slot is a list, `[id, kind, at, role, name, text, detail, status, run_order, stream, gone]`:
+# the fold edits it in place and the dump is the list itself. `at` stays the ISO time as
+# recorded; entries (with a parsed time) are built only when a timeline is rendered.
+ID, KIND, AT, ROLE, NAME, TEXT, DETAIL, STATUS, ORDER, STREAM, GONE = range(11)
+
+SessionKey = tuple[str, str]  # (stream, session id): a fork replays a session in a stream of its own
 
 
 @dataclass(slots=True)
 class _Session:
-    slots: list[_Slot] = dataclasses.field(default_factory=list)
+    key: SessionKey
+    slots: list[list[Any]] = dataclasses.field(default_factory=list)
     by_id: dict[str, int] = dataclasses.field(default_factory=dict)
     runs: int = 0
+    parts: dict[int, list[str]] = dataclasses.field(default_factory=dict)  # slot -> streamed text to join
 
 
 @dataclass(slots=True)
 class TimelineState:
-    sessions: dict[str, _Session] = dataclasses.field(default_factory=dict)
-    runs: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)  # run -> (session, order)
+    """Every session's slots, and where each run is: its session and its order in it."""
+
+    sessions: dict[SessionKey, _Session] = dataclasses.field(default_factory=dict)
+    runs: dict[str, tuple[_Session, int]] = dataclasses.field(default_factory=dict)
 
 
 def compact_json(value: Any) -> str:
@@ -71,10 +78,14 @@ def compact_json(value: Any) -> str:
 
 
 class TimelineView:
-    """Every controller session's timeline, folded from AgentRunStarted and HarnessEventRecorded."""
+    """Every controller session's timeline, folded from AgentRunStarted and HarnessEventRecorded.
+
+    Sessions are keyed by stream and session id, so the state of one controller stream is
+    folded from that stream alone: a run's timeline at any moment needs only its own stream.
+    """
 
     name = "timeline"
-    version = 1
+    version = 2
     types = frozenset({"AgentRunStarted", "HarnessEventRecorded"})
 
     def initial(self) -> TimelineState:
@@ -83,106 +94,150 @@ class TimelineView:
     def apply(self, state: TimelineState, record: Record) -> TimelineState:
         d = record.data
         if record.type == "AgentRunStarted":
-            session = state.sessions.setdefault(d["session_id"], _Session())
+            key = (record.stream, d["session_id"])
+            session = state.sessions.get(key)
+            if session is None:
+                session = state.sessions[key] = _Session(key)
             session.runs += 1
-            state.runs[d["run_id"]] = (d["session_id"], session.runs)
+            state.runs[d["run_id"]] = (session, session.runs)
             return state
         where = state.runs.get(d["run_id"])
-        if where is None:
-            return state
-        session = state.sessions[where[0]]
-        apply_harness_event(
-            session, where[1], d["type"], d["event_id"], d["data"], datetime.fromisoformat(d["at"])
-        )
+        if where is not None:
+            apply_harness_event(where[0], where[1], d["type"], d["event_id"], d["data"], d["at"])
         return state
 
     def copy(self, state: TimelineState) -> TimelineState:
         sessions = {
             k: _Session(
-                [_Slot(s.entry, s.run_order, s.stream, s.gone) for s in v.slots], dict(v.by_id), v.runs
+                k,
+                [list(slot) for slot in v.slots],
+                dict(v.by_id),
+                v.runs,
+                {i: list(p) for i, p in v.parts.items()},
             )
             for k, v in state.sessions.items()
         }
-        return TimelineState(sessions, dict(state.runs))
+        runs = {run_id: (sessions[session.key], order) for run_id, (session, order) in state.runs.items()}
+        return TimelineState(sessions, runs)
 
     def dump(self, state: TimelineState) -> dict[str, Any]:
-        return {run_id: [e.to_dict() for e in render(state, run_id)] for run_id in sorted(state.runs)}
+        """The whole state: each run's place, and the sessions (by stream and id) with their slots."""
+        return {
+            "runs": _dump_runs(state),
+            "sessions": [_dump_session(session) for _, session in sorted(state.sessions.items())],
+        }
+
+    def dump_chunks(self, state: TimelineState) -> Iterator[bytes]:
+        """`canonical(self.dump(state))` in pieces, one session at a time (bounded memory)."""
+        yield b'{"runs":' + canonical(_dump_runs(state)) + b',"sessions":['
+        for i, (_, session) in enumerate(sorted(state.sessions.items())):
+            yield (b"," if i else b"") + canonical(_dump_session(session))
+        yield b"]}"
+
+    def load(self, data: dict[str, Any]) -> TimelineState:
+        state = TimelineState()
+        for s in data["sessions"]:
+            key = (s["stream"], s["session_id"])
+            state.sessions[key] = _Session(key, s["slots"], dict(s["by_id"]), s["runs"])
+        for run_id, (stream, session_id, order) in data["runs"].items():
+            state.runs[run_id] = (state.sessions[(stream, session_id)], order)
+        return state
+
+
+def _dump_runs(state: TimelineState) -> dict[str, list[Any]]:
+    return {run_id: [s.key[0], s.key[1], order] for run_id, (s, order) in state.runs.items()}
+
+
+def _dump_session(session: _Session) -> dict[str, Any]:
+    slots = session.slots
+    if session.parts:  # streamed text is joined in: the dump shows each slot as it reads
+        slots = list(slots)
+        for i, parts in session.parts.items():
+            slot = slots[i] = list(slots[i])
+            slot[TEXT] += "".join(parts)
+    return {
+        "stream": session.key[0],
+        "session_id": session.key[1],
+        "runs": session.runs,
+        "slots": slots,
+        "by_id": session.by_id,
+    }
+
+
+def _add(session: _Session, slot: list[Any]) -> None:
+    session.by_id[slot[ID]] = len(session.slots)
+    session.slots.append(slot)
 
 
 def apply_harness_event(
-    session: _Session, order: int, type_: str, event_id: str, data: dict[str, Any], at: datetime
+    session: _Session, order: int, type_: str, event_id: str, data: dict[str, Any], when: str
 ) -> None:
-
-    def add(entry: TimelineEntry, stream: bool = False) -> None:
-        session.by_id[entry.id] = len(session.slots)
-        session.slots.append(_Slot(entry, order, stream))
-
-    if type_ == "user.message":
+    """Apply one harness event (recorded at the ISO time `when`) to its session, in place."""
+    # This runs for most records of a log: slots are plain lists edited in place.
+    if type_ == "assistant.delta":
+        message_id = str(data.get("message_id") or "active")
+        key = f"stream-{order}-{message_id}"
+        pos = session.by_id.get(key)
+        delta = str(data.get("delta", ""))
+        if pos is None:
+            session.by_id[key] = len(session.slots)
+            session.slots.append(
+                [f"stream-{message_id}", "message", when, "assistant", ASSISTANT_NAME, delta, "", "streaming",
+                 order, True, False]
+            )  # fmt: skip
+        else:
+            # Deltas are kept as parts and joined when read: a long stream stays linear.
+            parts = session.parts.get(pos)
+            if parts is None:
+                session.parts[pos] = [delta]
+            else:
+                parts.append(delta)
+    elif type_ == "user.message":
         delivery = str(data.get("delivery") or data.get("status") or "")
         status = delivery if delivery in ("steering", "queued") else ""
-        add(
-            TimelineEntry(
-                event_id, "message", at, "user", USER_NAME, str(data.get("content", "")), status=status
-            )
+        content = str(data.get("content", ""))
+        _add(
+            session, [event_id, "message", when, "user", USER_NAME, content, "", status, order, False, False]
         )
     elif type_ == "assistant.message":
         message_id = str(data.get("message_id") or "active")
         stream_pos = session.by_id.pop(f"stream-{order}-{message_id}", None)
         if stream_pos is not None:
-            session.slots[stream_pos].gone = True
+            # The message replaces its stream: the stream's text is never shown again.
+            gone = session.slots[stream_pos]
+            gone[TEXT], gone[GONE] = "", True
+            session.parts.pop(stream_pos, None)
         entry_id = str(data.get("message_id") or event_id)
-        add(TimelineEntry(entry_id, "message", at, "assistant", ASSISTANT_NAME, str(data.get("content", ""))))
-    elif type_ == "assistant.delta":
-        message_id = str(data.get("message_id") or "active")
-        key = f"stream-{order}-{message_id}"
-        pos = session.by_id.get(key)
-        if pos is None:
-            entry = TimelineEntry(
-                f"stream-{message_id}",
-                "message",
-                at,
-                "assistant",
-                ASSISTANT_NAME,
-                str(data.get("delta", "")),
-                status="streaming",
-            )
-            session.by_id[key] = len(session.slots)
-            session.slots.append(_Slot(entry, order, stream=True))
-        else:
-            slot = session.slots[pos]
-            slot.entry = dataclasses.replace(slot.entry, text=slot.entry.text + str(data.get("delta", "")))
+        content = str(data.get("content", ""))
+        _add(
+            session,
+            [entry_id, "message", when, "assistant", ASSISTANT_NAME, content, "", "", order, False, False],
+        )
     elif type_ == "tool.start":
         call_id = str(data.get("tool_call_id") or event_id)
         detail = compact_json(data.get("arguments", {}))
-        add(
-            TimelineEntry(
-                call_id, "tool", at, name=str(data.get("tool_name", "")), detail=detail, status="running"
-            )
-        )
+        name = str(data.get("tool_name", ""))
+        _add(session, [call_id, "tool", when, "", name, "", detail, "running", order, False, False])
     elif type_ == "tool.complete":
         pos = session.by_id.get(str(data.get("tool_call_id") or ""))
         if pos is not None:
             slot = session.slots[pos]
             failed = isinstance(data.get("error"), str) and bool(data.get("error"))
-            slot.entry = dataclasses.replace(
-                slot.entry, status="failed" if failed else "complete", detail=compact_json(data)
-            )
+            slot[DETAIL], slot[STATUS] = compact_json(data), "failed" if failed else "complete"
     elif type_ == "session.error":
-        add(
-            TimelineEntry(
-                event_id, "error", at, name=ASSISTANT_NAME, text=str(data.get("message", "")), status="failed"
-            )
-        )
+        text = str(data.get("message", ""))
+        _add(session, [event_id, "error", when, "", ASSISTANT_NAME, text, "", "failed", order, False, False])
     elif type_ == "session.shutdown":
         reason = str(data.get("reason") or "")
         text = f"The agent runtime stopped: {reason}" if reason else "The agent runtime stopped."
-        add(TimelineEntry(event_id, "notice", at, text=text, status="stopped"))
+        _add(session, [event_id, "notice", when, "", "", text, "", "stopped", order, False, False])
     elif type_ == "warning":
-        add(TimelineEntry(event_id, "notice", at, text=str(data.get("message", "")), status="warning"))
+        text = str(data.get("message", ""))
+        _add(session, [event_id, "notice", when, "", "", text, "", "warning", order, False, False])
     elif type_ == "compaction":
-        add(TimelineEntry(event_id, "notice", at, text=COMPACTED, status="compacted"))
+        _add(session, [event_id, "notice", when, "", "", COMPACTED, "", "compacted", order, False, False])
     elif type_ == "truncation":
-        add(TimelineEntry(event_id, "notice", at, text=TRUNCATED, status="truncated"))
+        _add(session, [event_id, "notice", when, "", "", TRUNCATED, "", "truncated", order, False, False])
 
 
 def render(state: TimelineState, run_id: str) -> list[TimelineEntry]:
@@ -190,10 +245,33 @@ def render(state: TimelineState, run_id: str) -> list[TimelineEntry]:
     where = state.runs.get(run_id)
     if where is None:
         return []
-    session, order = state.sessions[where[0]], where[1]
-    entries = [
-        s.entry
-        for s in session.slots
-        if not s.gone and s.run_order <= order and not (s.stream and s.run_order != order)
-    ]
+    session, order = where
+    entries = []
+    for i, s in enumerate(session.slots):
+        if s[GONE] or s[ORDER] > order or (s[STREAM] and s[ORDER] != order):
+            continue
+        parts = session.parts.get(i)
+        text = s[TEXT] + "".join(parts) if parts else s[TEXT]
+        at = datetime.fromisoformat(s[AT])
+        entries.append(TimelineEntry(s[ID], s[KIND], at, s[ROLE], s[NAME], text, s[DETAIL], s[STATUS]))
     return sorted(entries, key=lambda e: e.at)
+
+
+@dataclass(frozen=True, slots=True)
+class RunMoment:
+    """A run right after one of its events: the event, the run's status then, and its timeline."""
+
+    seq: int
+    at: datetime
+    type: str
+    status: str
+    entries: tuple[TimelineEntry, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "at": self.at,
+            "type": self.type,
+            "status": self.status,
+            "entries": [e.to_dict() for e in self.entries],
+        }

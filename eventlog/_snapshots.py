@@ -1,0 +1,269 @@
+"""The snapshot store: named, versioned values as of a seq, kept next to the log they came from.
+
+Projections keep their view states here, so that opening a large log, or travelling in it,
+starts from the nearest snapshot instead of seq 0. A snapshot is a cache: it never changes
+what the log says, and a store may be emptied at any time. Each one records the chain hash
+at its seq, so a snapshot of some other history (a restored or rewritten file) is noticed.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._errors import ReadOnlyDatabaseError, SnapshotsUnsupported
+from ._log import EventLog
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
+
+_COLUMNS = "name, version, seq, hash, digest, size"
+
+_MIGRATIONS: list[Migrations] = []
+
+
+def migrations() -> Migrations:
+    """The named migrations of the `snapshots` table (built on first use: sqlite-utils is slow to import)."""
+    if _MIGRATIONS:
+        return _MIGRATIONS[0]
+    from sqlite_utils.migrations import Migrations
+
+    found = Migrations("flightlog.snapshots")
+
+    @found(name="0001_create_snapshots")
+    def _create_snapshots(db: Database) -> None:
+        db.execute(
+            """
+            CREATE TABLE snapshots (
+                name    TEXT    NOT NULL,
+                version INTEGER NOT NULL,
+                seq     INTEGER NOT NULL,
+                hash    TEXT    NOT NULL,
+                digest  TEXT    NOT NULL,
+                size    INTEGER NOT NULL,
+                data    BLOB,
+                PRIMARY KEY (name, version, seq)
+            )
+            """
+        )
+
+    _MIGRATIONS.append(found)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A value named `name` at `version`, as of the log's `seq` (whose chain hash is `hash`).
+
+    `digest` is the SHA-256 of `data` and outlives it: a pruned snapshot keeps its digest,
+    so a later replay can still be compared with it. `data` is None when pruned, or when
+    the snapshot came from a listing.
+    """
+
+    name: str
+    version: int
+    seq: int
+    hash: str
+    digest: str
+    size: int
+    data: bytes | None = None
+    pruned: bool = False
+
+
+class SnapshotStore(abc.ABC):
+    """Where snapshots of one log live. Thread-safe."""
+
+    readonly: bool = False
+
+    @abc.abstractmethod
+    def put(self, snapshot: Snapshot) -> None:
+        """Store `snapshot`, replacing one with the same name, version and seq."""
+
+    @abc.abstractmethod
+    def get(self, name: str, version: int, seq: int) -> Snapshot | None:
+        """The snapshot with its data, or None if absent or pruned."""
+
+    @abc.abstractmethod
+    def nearest(self, name: str, version: int, at_or_below: int | None = None) -> Snapshot | None:
+        """The newest snapshot that still has its data, at or below `at_or_below` if given."""
+
+    @abc.abstractmethod
+    def list(self, name: str | None = None) -> list[Snapshot]:
+        """Every snapshot (without data), by name, version and seq."""
+
+    @abc.abstractmethod
+    def prune(self, name: str, version: int, keep: int) -> int:
+        """Drop the data of all but the newest `keep` snapshots, keeping their digests."""
+
+    @abc.abstractmethod
+    def delete(self, name: str | None = None, after_seq: int | None = None) -> int:
+        """Delete snapshots (of `name`, above `after_seq` when given); returns how many."""
+
+
+class SQLiteSnapshotStore(SnapshotStore):
+    """Snapshots in the `snapshots` table of the log's own SQLite file (created by a migration).
+
+    A file log's store opens a short-lived connection per call, so it holds nothing open
+    between calls; an in-memory log's store shares the log's only connection.
+    """
+
+    def __init__(self, log: EventLog) -> None:
+        from ._sqlite import translate
+
+        self._translate = translate
+        self.path: str = getattr(log, "path", ":memory:")
+        self.readonly = bool(getattr(log, "readonly", False))
+        self._busy = float(getattr(log, "_busy", 10.0))
+        memory = _memory(self.path)
+        self._log_conn: sqlite3.Connection | None = getattr(log, "_conn", None) if memory else None
+        self._lock: threading.RLock = getattr(log, "_conn_lock", None) or threading.RLock()
+        self._ready = False
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                if self._log_conn is not None:
+                    conn = self._log_conn
+                    self._migrate(conn)
+                    yield conn
+                    return
+                if self.readonly:
+                    uri = f"file:{os.path.abspath(self.path)}?mode=ro"
+                    conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=self._busy)
+                else:
+                    conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._busy)
+                try:
+                    self._migrate(conn)
+                    yield conn
+                finally:
+                    conn.close()
+            except sqlite3.Error as e:
+                raise self._translate(e, self.path) from e
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        if self._ready:
+            return
+        from sqlite_utils import Database
+
+        db = Database(conn)
+        steps = migrations()
+        if self.readonly or (db["_sqlite_migrations"].exists() and not steps.pending(db)):
+            self._ready = True
+            return
+        conn.execute("BEGIN IMMEDIATE")  # serialises the migration across processes
+        try:
+            steps.apply(db)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self._ready = True
+
+    def _exists(self, conn: sqlite3.Connection) -> bool:
+        sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'snapshots'"
+        row = conn.execute(sql).fetchone()
+        return row is not None
+
+    def _write(self, sql: str, params: tuple[object, ...]) -> int:
+        if self.readonly:
+            raise ReadOnlyDatabaseError(self.path, "opened read-only: snapshots cannot be stored")
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                count = conn.execute(sql, params).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return int(count)
+
+    def put(self, snapshot: Snapshot) -> None:
+        s = snapshot
+        self._write(
+            f"INSERT OR REPLACE INTO snapshots ({_COLUMNS}, data) VALUES (?,?,?,?,?,?,?)",
+            (s.name, s.version, s.seq, s.hash, s.digest, s.size, s.data),
+        )
+
+    def _select(self, where: str, params: tuple[object, ...], *, data: bool) -> list[Snapshot]:
+        columns = f"{_COLUMNS}, data" if data else f"{_COLUMNS}, data IS NULL"
+        with self._connection() as conn:
+            if not self._exists(conn):
+                return []
+            rows = conn.execute(f"SELECT {columns} FROM snapshots {where}", params).fetchall()
+        if data:
+            return [_snapshot(row, row[6], row[6] is None) for row in rows]
+        return [_snapshot(row, None, bool(row[6])) for row in rows]
+
+    def get(self, name: str, version: int, seq: int) -> Snapshot | None:
+        found = self._select(
+            "WHERE name = ? AND version = ? AND seq = ? AND data IS NOT NULL", (name, version, seq), data=True
+        )
+        return found[0] if found else None
+
+    def nearest(self, name: str, version: int, at_or_below: int | None = None) -> Snapshot | None:
+        found = self._select(
+            "WHERE name = ? AND version = ? AND seq <= ? AND data IS NOT NULL ORDER BY seq DESC LIMIT 1",
+            (name, version, 2**62 if at_or_below is None else at_or_below),
+            data=True,
+        )
+        return found[0] if found else None
+
+    def list(self, name: str | None = None) -> list[Snapshot]:
+        if name is None:
+            return self._select("ORDER BY name, version, seq", (), data=False)
+        return self._select("WHERE name = ? ORDER BY version, seq", (name,), data=False)
+
+    def prune(self, name: str, version: int, keep: int) -> int:
+        return self._write(
+            "UPDATE snapshots SET data = NULL WHERE name = ? AND version = ? AND data IS NOT NULL "
+            "AND seq NOT IN (SELECT seq FROM snapshots WHERE name = ? AND version = ? "
+            "AND data IS NOT NULL ORDER BY seq DESC LIMIT ?)",
+            (name, version, name, version, max(keep, 0)),
+        )
+
+    def delete(self, name: str | None = None, after_seq: int | None = None) -> int:
+        with self._connection() as conn:
+            if not self._exists(conn):
+                return 0
+        after = -1 if after_seq is None else after_seq
+        if name is None:
+            return self._write("DELETE FROM snapshots WHERE seq > ?", (after,))
+        return self._write("DELETE FROM snapshots WHERE name = ? AND seq > ?", (name, after))
+
+
+def _snapshot(row: Any, data: bytes | None, pruned: bool) -> Snapshot:
+    return Snapshot(row[0], row[1], row[2], row[3], row[4], row[5], data, pruned)
+
+
+def _memory(path: str) -> bool:
+    return path == ":memory:" or path.startswith("file::memory:")
+
+
+_STORES: weakref.WeakKeyDictionary[EventLog, SnapshotStore] = weakref.WeakKeyDictionary()
+_STORES_LOCK = threading.Lock()
+
+
+def snapshot_store(log: EventLog) -> SnapshotStore:
+    """The snapshot store of `log` (one per log object); raises SnapshotsUnsupported if it has none."""
+    with _STORES_LOCK:
+        store = _STORES.get(log)
+        if store is None:
+            from ._sqlite import SQLiteLog
+
+            if not isinstance(log, SQLiteLog):
+                raise SnapshotsUnsupported(
+                    f"{log.url}: snapshots are stored for SQLite logs only so far; "
+                    "views over this log fold from seq 0"
+                )
+            store = _STORES[log] = SQLiteSnapshotStore(log)
+        return store

@@ -1,0 +1,177 @@
+"""In-memory checkpoints: view states at regular seqs, kept as deltas, for time travel without I/O."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+_MISSING = object()
+
+
+@dataclass(slots=True)
+class _Entry:
+    seq: int
+    full: bool
+    rows: dict[str, dict[Any, Any]]  # view -> every row (full) or the rows changed since the last entry
+    removed: dict[str, list[Any]] = field(default_factory=dict)  # view -> keys gone since the last entry
+
+    @property
+    def size(self) -> int:
+        return sum(len(r) for r in self.rows.values()) + sum(len(k) for k in self.removed.values())
+
+
+class Checkpoints:
+    """States of dict-of-frozen-rows views at regular seqs, most of them stored as deltas.
+
+    Checkpoints are due on a grid of `every` seqs (see `due`). Every `full_every`-th one
+    holds a copy of each state (a dict copy shares its frozen rows); the ones between hold
+    only the rows that changed since the checkpoint before, found by identity (a changed
+    row is a new object) against a shadow of that checkpoint. Restoring one copies the full
+    checkpoint before it and applies the deltas up to it. When the rows held exceed
+    `budget`, the grid doubles and the checkpoints off it are merged into their successors,
+    so memory stays bounded however long the log grows. Not thread-safe: the runner guards
+    it with its lock.
+    """
+
+    def __init__(self, every: int, budget: int, full_every: int = 16, rows_per_event: float = 4.0) -> None:
+        self.every = every
+        self.budget = budget
+        self.full_every = full_every
+        self.rows_per_event = rows_per_event
+        self._scan = 0  # rows the next checkpoint will compare: the size of the states last seen
+        self._entries: list[_Entry] = []
+        self._seqs: list[int] = []
+        self._shadow: dict[str, dict[Any, Any]] = {}
+        self._since_full = 0
+        self._size = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def size(self) -> int:
+        """Rows and keys held over all checkpoints (the shadow not counted)."""
+        return self._size
+
+    def due(self, seq: int) -> bool:
+        """Whether to take a checkpoint at `seq`: on the grid, and far enough from the last one.
+
+        A checkpoint compares every row of the states, so one is taken only once
+        `rows / rows_per_event` seqs have passed: the cost per folded record stays bounded as
+        states grow, and the interval widens (time travel folds a little further).
+        """
+        if self.every <= 0 or seq % self.every:
+            return False
+        return not self._seqs or (seq - self._seqs[-1]) * self.rows_per_event >= self._scan
+
+    def next_after(self, seq: int) -> int:
+        """The next seq after `seq` at which a checkpoint is due (a huge number when disabled)."""
+        if self.every <= 0:
+            return 2**62
+        return (seq // self.every + 1) * self.every
+
+    def add(self, seq: int, states: dict[str, dict[Any, Any]]) -> None:
+        """Record the live `states` (dicts of frozen rows) as the checkpoint at `seq`."""
+        if self._seqs and seq <= self._seqs[-1]:
+            return
+        fresh = not self._entries or states.keys() != self._shadow.keys()
+        if fresh or self._since_full + 1 >= self.full_every:
+            entry = _Entry(seq, True, {name: dict(state) for name, state in states.items()})
+            self._shadow = {name: dict(state) for name, state in states.items()}
+            self._since_full = 0
+        else:
+            entry = _Entry(seq, False, {}, {})
+            for name, state in states.items():
+                changed, removed = _delta(self._shadow[name], state)
+                entry.rows[name] = changed
+                if removed:
+                    entry.removed[name] = removed
+            self._since_full += 1
+        self._entries.append(entry)
+        self._seqs.append(seq)
+        self._size += entry.size
+        self._scan = sum(len(state) for state in states.values())
+        while self._size > self.budget and len(self._entries) > 2:
+            self._thin()
+
+    def restore(self, seq: int, name: str) -> tuple[int, dict[Any, Any]] | None:
+        """A fresh copy of view `name` at the newest checkpoint at or below `seq`: `(seq, state)`."""
+        i = bisect.bisect_right(self._seqs, seq) - 1
+        if i < 0 or name not in self._entries[i].rows:
+            return None
+        first = i
+        while not self._entries[first].full:
+            first -= 1
+        state = dict(self._entries[first].rows[name])
+        for entry in self._entries[first + 1 : i + 1]:
+            state.update(entry.rows[name])
+            for key in entry.removed.get(name, ()):
+                state.pop(key, None)
+        return self._seqs[i], state
+
+    def _thin(self) -> None:
+        """Double the interval: merge each checkpoint off the new grid into the next one."""
+        self.every *= 2
+        kept: list[_Entry] = []
+        carry: _Entry | None = None
+        last = len(self._entries) - 1
+        for i, entry in enumerate(self._entries):
+            if carry is not None:
+                entry = _merge(carry, entry)
+                carry = None
+            if entry.seq % self.every != 0 and i != last:
+                carry = entry
+                continue
+            kept.append(entry)
+        self._entries = kept
+        self._seqs = [e.seq for e in kept]
+        self._size = sum(e.size for e in kept)
+        fulls = [i for i, e in enumerate(kept) if e.full]
+        self._since_full = len(kept) - 1 - fulls[-1]
+
+
+def _delta(shadow: dict[Any, Any], state: dict[Any, Any]) -> tuple[dict[Any, Any], list[Any]]:
+    """The rows of `state` that are not in `shadow` (by identity), and the keys it lost; updates `shadow`.
+
+    The shadow is kept in the state's key order, so while no key was removed the state is the
+    shadow's keys followed by new ones: then the comparison runs in C (identity of keys and
+    rows, pairwise), which is what makes a checkpoint cheap on a large state.
+    """
+    n = len(shadow)
+    if n <= len(state) and all(map(operator.is_, state, shadow)):
+        flags = map(operator.is_not, state.values(), shadow.values())
+        changed = {key: state[key] for key in itertools.compress(state, flags)}
+        changed.update(itertools.islice(state.items(), n, None))
+        shadow.update(changed)
+        return changed, []
+    get = shadow.get
+    changed = {key: row for key, row in state.items() if get(key, _MISSING) is not row}
+    removed = [key for key in shadow if key not in state]
+    shadow.clear()
+    shadow.update(state)  # back in the state's key order
+    return changed, removed
+
+
+def _merge(older: _Entry, newer: _Entry) -> _Entry:
+    """One entry standing for `older` followed by `newer` (at `newer`'s seq)."""
+    if newer.full:
+        return newer
+    rows: dict[str, dict[Any, Any]] = {}
+    removed: dict[str, list[Any]] = {}
+    for name, base in older.rows.items():
+        gone = newer.removed.get(name, [])
+        merged = dict(base)
+        merged.update(newer.rows[name])
+        for key in gone:
+            merged.pop(key, None)
+        rows[name] = merged
+        if older.full:
+            continue
+        fresh = newer.rows[name]
+        still_gone = [k for k in older.removed.get(name, ()) if k not in fresh and k not in gone]
+        if still_gone or gone:
+            removed[name] = still_gone + list(gone)
+    return _Entry(newer.seq, older.full, rows, removed)

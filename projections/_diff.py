@@ -1,0 +1,83 @@
+"""Diffs: what was added, removed and changed between two moments of a view."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One item present at both moments, with the fields whose values differ."""
+
+    key: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+    fields: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "fields": list(self.fields), "before": self.before, "after": self.after}
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    """The difference between a view at seq `a` and at seq `b` (items as plain dicts)."""
+
+    view: str
+    a: int
+    b: int
+    added: list[dict[str, Any]] = field(default_factory=list)
+    removed: list[dict[str, Any]] = field(default_factory=list)
+    changed: list[Change] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "view": self.view,
+            "a": self.a,
+            "b": self.b,
+            "added": self.added,
+            "removed": self.removed,
+            "changed": [c.to_dict() for c in self.changed],
+        }
+
+
+def diff_items(
+    view: str, a: int, b: int, before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]], key: str
+) -> Diff:
+    """Match items by `key`: new keys are added, missing ones removed, others compared field by field.
+
+    Items keep the order they had (added and changed in `after`'s order, removed in `before`'s).
+    """
+    old = {str(item[key]): item for item in before}
+    new = {str(item[key]): item for item in after}
+    added = [item for k, item in new.items() if k not in old]
+    removed = [item for k, item in old.items() if k not in new]
+    changed = []
+    for k, item in new.items():
+        prev = old.get(k)
+        if prev is None or prev == item:
+            continue
+        fields = tuple(sorted(f for f in prev.keys() | item.keys() if prev.get(f) != item.get(f)))
+        changed.append(Change(k, prev, item, fields))
+    return Diff(view, a, b, added, removed, changed)
+
+
+def text_diff(
+    expected: Any, actual: Any, *, limit: int = 60, labels: tuple[str, str] = ("expected", "actual")
+) -> str:
+    """A unified diff of two JSON-able values as indented, key-sorted JSON (at most `limit` lines)."""
+    option = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+    a = orjson.dumps(expected, option=option).decode().splitlines()
+    b = orjson.dumps(actual, option=option).decode().splitlines()
+    lines = list(difflib.unified_diff(a, b, labels[0], labels[1], lineterm="", n=2))
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"… {len(lines) - limit} more diff lines"]
+    return "\n".join(lines)
