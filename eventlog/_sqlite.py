@@ -53,6 +53,9 @@ def _create_events(db: Database) -> None:
     )
 
 
+# Reader connections kept open between queries; more are opened under load and closed after.
+MAX_IDLE_READERS = 8
+
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
 
 
@@ -86,8 +89,8 @@ class SQLiteLog(SQLReads, EventLog):
         self._sync = sync
         self._busy = busy_timeout
         self._conn_lock = threading.RLock()
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        self._idle_readers: list[sqlite3.Connection] = []  # a pool: any thread may borrow one
+        self._readers: list[sqlite3.Connection] = []  # every reader opened, to close them all
         self._readers_lock = threading.Lock()
         self._known = KnownVersions()
         if (
@@ -153,13 +156,24 @@ class SQLiteLog(SQLReads, EventLog):
             with self._conn_lock:
                 yield self._conn
             return
-        conn = getattr(self._local, "conn", None)
+        # Borrowed per query, not per thread: a server starts and stops actor threads all day,
+        # and a connection per thread would pile up until the log closed.
+        with self._readers_lock:
+            conn = self._idle_readers.pop() if self._idle_readers else None
         if conn is None:
             conn = self._connect(write=False)
-            self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
-        yield conn
+        try:
+            yield conn
+        finally:
+            with self._readers_lock:
+                if len(self._idle_readers) < MAX_IDLE_READERS and not self._closed:
+                    self._idle_readers.append(conn)
+                else:
+                    if conn in self._readers:
+                        self._readers.remove(conn)
+                    conn.close()
 
     def _query(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
         self._check_open()
@@ -202,6 +216,7 @@ class SQLiteLog(SQLReads, EventLog):
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
+            self._idle_readers.clear()
 
 
 class KnownVersions:
