@@ -65,7 +65,9 @@ class Checkpoints:
         """
         if self.every <= 0 or seq % self.every:
             return False
-        return not self._seqs or (seq - self._seqs[-1]) * self.rows_per_event >= self._scan
+        if self.rows_per_event <= 0 or not self._seqs:
+            return True
+        return (seq - self._seqs[-1]) * self.rows_per_event >= self._scan
 
     def next_after(self, seq: int) -> int:
         """The next seq after `seq` at which a checkpoint is due (a huge number when disabled)."""

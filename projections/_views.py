@@ -10,7 +10,14 @@ from typing import Any
 from eventlog import Clock, EventLog, SnapshotStore, SystemClock, from_micros
 
 from ._diff import Diff, diff_items
-from ._runner import CHECKPOINT_BUDGET, CHECKPOINT_EVERY, SNAPSHOT_EVERY, ViewRunner, fold_records
+from ._runner import (
+    CHECKPOINT_BUDGET,
+    CHECKPOINT_EVERY,
+    SNAPSHOT_BYTES_PER_EVENT,
+    SNAPSHOT_EVERY,
+    ViewRunner,
+    fold_records,
+)
 from ._snapshots import AUTO
 from ._view import View, state_digest
 from .agent_runs import FORKED, AgentRun, AgentRunsView, agent_run_order
@@ -80,6 +87,7 @@ class Views:
         views: Sequence[View] | None = None,
         snapshots: SnapshotStore | None = AUTO,
         snapshot_every: int = SNAPSHOT_EVERY,
+        snapshot_bytes_per_event: int = SNAPSHOT_BYTES_PER_EVENT,
         keep_snapshots: int | None = None,
         checkpoint_every: int = CHECKPOINT_EVERY,
         checkpoint_budget: int = CHECKPOINT_BUDGET,
@@ -92,6 +100,7 @@ class Views:
             views if views is not None else default_views(),
             snapshots=snapshots,
             snapshot_every=snapshot_every,
+            snapshot_bytes_per_event=snapshot_bytes_per_event,
             keep_snapshots=keep_snapshots,
             checkpoint_every=checkpoint_every,
             checkpoint_budget=checkpoint_budget,
