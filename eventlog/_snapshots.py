@@ -260,10 +260,14 @@ def snapshot_store(log: EventLog) -> SnapshotStore:
         if store is None:
             from ._sqlite import SQLiteLog
 
-            if not isinstance(log, SQLiteLog):
+            if isinstance(log, SQLiteLog):
+                store = _STORES[log] = SQLiteSnapshotStore(log)
+            elif type(log).__module__.endswith("._postgres") and hasattr(log, "_connector"):
+                from ._snapshots_pg import PostgresSnapshotStore
+
+                store = _STORES[log] = PostgresSnapshotStore(log._connector)
+            else:
                 raise SnapshotsUnsupported(
-                    f"{log.url}: snapshots are stored for SQLite logs only so far; "
-                    "views over this log fold from seq 0"
+                    f"{log.url}: this backend stores no snapshots; views over this log fold from seq 0"
                 )
-            store = _STORES[log] = SQLiteSnapshotStore(log)
         return store

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import itertools
-import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +42,8 @@ class Checkpoints:
         self._scan = 0  # rows the next checkpoint will compare: the size of the states last seen
         self._entries: list[_Entry] = []
         self._seqs: list[int] = []
-        self._shadow: dict[str, dict[Any, Any]] = {}
+        self._shadow: dict[str, dict[Any, Any]] = {}  # views compared row by row: their last checkpoint
+        self._names: set[str] = set()
         self._since_full = 0
         self._size = 0
 
@@ -59,9 +58,9 @@ class Checkpoints:
     def due(self, seq: int) -> bool:
         """Whether to take a checkpoint at `seq`: on the grid, and far enough from the last one.
 
-        A checkpoint compares every row of the states, so one is taken only once
-        `rows / rows_per_event` seqs have passed: the cost per folded record stays bounded as
-        states grow, and the interval widens (time travel folds a little further).
+        A checkpoint compares every row of the states it cannot track, so one is taken only
+        once `rows / rows_per_event` seqs have passed: the cost per folded record stays
+        bounded as those states grow, and the interval widens (time travel folds further).
         """
         if self.every <= 0 or seq % self.every:
             return False
@@ -75,27 +74,44 @@ class Checkpoints:
             return 2**62
         return (seq // self.every + 1) * self.every
 
-    def add(self, seq: int, states: dict[str, dict[Any, Any]]) -> None:
-        """Record the live `states` (dicts of frozen rows) as the checkpoint at `seq`."""
+    def add(
+        self, seq: int, states: dict[str, dict[Any, Any]], touched: dict[str, set[Any]] | None = None
+    ) -> None:
+        """Record the live `states` (dicts of frozen rows) as the checkpoint at `seq`.
+
+        `touched` may give, for some views, every key that records changed since the last
+        checkpoint: their delta is read off those keys instead of comparing every row. (Such
+        a view's delta comes in no particular key order, so its dump must not depend on it.)
+        The sets are emptied.
+        """
         if self._seqs and seq <= self._seqs[-1]:
             return
-        fresh = not self._entries or states.keys() != self._shadow.keys()
+        touched = touched or {}
+        fresh = not self._entries or states.keys() != self._names
         if fresh or self._since_full + 1 >= self.full_every:
             entry = _Entry(seq, True, {name: dict(state) for name, state in states.items()})
-            self._shadow = {name: dict(state) for name, state in states.items()}
+            self._shadow = {name: dict(state) for name, state in states.items() if name not in touched}
+            self._names = set(states)
             self._since_full = 0
         else:
             entry = _Entry(seq, False, {}, {})
             for name, state in states.items():
-                changed, removed = _delta(self._shadow[name], state)
+                keys = touched.get(name)
+                if keys is None:
+                    changed, removed = _delta(self._shadow[name], state)
+                else:
+                    changed = {key: state[key] for key in keys if key in state}
+                    removed = [key for key in keys if key not in state]
                 entry.rows[name] = changed
                 if removed:
                     entry.removed[name] = removed
             self._since_full += 1
+        for keys in touched.values():
+            keys.clear()
         self._entries.append(entry)
         self._seqs.append(seq)
         self._size += entry.size
-        self._scan = sum(len(state) for state in states.values())
+        self._scan = sum(len(state) for name, state in states.items() if name not in touched)
         while self._size > self.budget and len(self._entries) > 2:
             self._thin()
 
@@ -139,22 +155,36 @@ def _delta(shadow: dict[Any, Any], state: dict[Any, Any]) -> tuple[dict[Any, Any
     """The rows of `state` that are not in `shadow` (by identity), and the keys it lost; updates `shadow`.
 
     The shadow is kept in the state's key order, so while no key was removed the state is the
-    shadow's keys followed by new ones: then the comparison runs in C (identity of keys and
-    rows, pairwise), which is what makes a checkpoint cheap on a large state.
+    shadow's keys followed by new ones. Then rows are compared a block at a time by list
+    comparison, in C: identical rows compare equal at once, so an unchanged block costs a few
+    pointer comparisons, and only a block that differs is looked at row by row. (A row
+    replaced by an equal one is not recorded: restoring gives an equal row.)
     """
     n = len(shadow)
-    if n <= len(state) and all(map(operator.is_, state, shadow)):
-        flags = map(operator.is_not, state.values(), shadow.values())
-        changed = {key: state[key] for key in itertools.compress(state, flags)}
-        changed.update(itertools.islice(state.items(), n, None))
-        shadow.update(changed)
-        return changed, []
+    if n <= len(state):
+        keys = list(state)
+        if keys[:n] == list(shadow):
+            rows, old = list(state.values()), list(shadow.values())
+            changed = {}
+            for lo in range(0, n, _BLOCK):
+                hi = min(lo + _BLOCK, n)
+                if rows[lo:hi] != old[lo:hi]:
+                    for i in range(lo, hi):
+                        if rows[i] is not old[i]:
+                            changed[keys[i]] = rows[i]
+            for i in range(n, len(keys)):
+                changed[keys[i]] = rows[i]
+            shadow.update(changed)
+            return changed, []
     get = shadow.get
     changed = {key: row for key, row in state.items() if get(key, _MISSING) is not row}
     removed = [key for key in shadow if key not in state]
     shadow.clear()
     shadow.update(state)  # back in the state's key order
     return changed, removed
+
+
+_BLOCK = 64
 
 
 def _merge(older: _Entry, newer: _Entry) -> _Entry:

@@ -12,11 +12,13 @@ from eventlog.events import catalogue
 
 from ._bulk import bulk
 from ._checkpoints import Checkpoints
-from ._snapshots import AUTO, hash_at, load_snapshot, make_snapshot, newest_valid, resolve_store
-from ._view import View
+from ._snapshots import AUTO, SnapshotWriter, hash_at, load_snapshot, newest_valid, resolve_store
+from ._view import View, dump_chunks
 
 T = TypeVar("T")
+Handlers = list[tuple[str, Callable[[Any, Record], Any]]]
 Dispatch = dict[str, list[tuple[str, Callable[[Any, Record], Any]]]]
+Routes = dict[str, tuple[int, Handlers]]  # type -> (its current schema, 0 if unknown; the views' applies)
 
 SNAPSHOT_EVERY = 100_000  # seqs between stored snapshots (multiples of it, whatever the start)
 FOLD_BYTES_PER_EVENT = 150  # folding one record costs about as much as loading this much snapshot
@@ -64,16 +66,22 @@ class ViewRunner:
         self.snapshot_every = snapshot_every
         self.snapshot_bytes_per_event = snapshot_bytes_per_event
         self.keep_snapshots = keep_snapshots
+        self._writer = SnapshotWriter(self.store, keep_snapshots) if self.store is not None else None
         self._stored: dict[str, tuple[int, int]] | None = None  # view -> (seq, size) of its newest
         self._listing: dict[tuple[str, int], list[tuple[int, int]]] | None = None  # for fold_until
         self.snapshot_error: EventLogError | None = None  # why storing snapshots stopped, if it did
         self.restored: dict[str, int] = {}  # view -> seq of the snapshot the first catch-up used
-        self._dispatch = dispatch_table(views)
+        self._memory_views = [self.views[n] for n in checkpoint_views if n in self.views]
+        # Views that name the row each record changes (`row_key`) have those keys noted as
+        # they fold, so their checkpoints need not compare every row.
+        self._touched: dict[str, set[Any]] = {
+            v.name: set() for v in self._memory_views if getattr(v, "row_key", None)
+        }
+        self._dispatch = dispatch_table(views, self._touched)
         self._states: dict[str, Any] = {v.name: v.initial() for v in views}
         self._checkpoint = 0
         self._started = False
         self._memory = Checkpoints(checkpoint_every, checkpoint_budget)
-        self._memory_views = [self.views[n] for n in checkpoint_views if n in self.views]
         self._lock = threading.RLock()
         self._listeners: list[Callable[[Record], object]] = []
 
@@ -104,6 +112,7 @@ class ViewRunner:
                 self._started = True
                 self._restore()
             self.feed(self.log.read_all(after_seq=self._checkpoint))
+            self.flush()
             return self._checkpoint
 
     def _restore(self) -> None:
@@ -125,11 +134,9 @@ class ViewRunner:
     def feed(self, records: Iterable[Record]) -> None:
         """Fold records in seq order; records at or before the checkpoint are skipped."""
         with self._lock:
-            dispatch, states, listeners = self._dispatch, self._states, self._listeners
-            schemas = current_schemas()
+            routes, states, listeners = routing(self._dispatch), self._states, self._listeners
             cp = self._checkpoint
             mark = self._next_mark(cp)
-            no_views: tuple[tuple[str, Callable[[Any, Record], Any]], ...] = ()
             try:
                 for record in records:
                     seq = record.seq
@@ -141,11 +148,12 @@ class ViewRunner:
                         self.feed(self.log.read_all(after_seq=cp, to_seq=seq - 1))
                         cp = self._checkpoint
                         mark = self._next_mark(cp)
-                    type_ = record.type
-                    if record.schema != schemas.get(type_, record.schema):
-                        record = upcast_record(record)
-                    for name, apply in dispatch.get(type_, no_views):
-                        states[name] = apply(states[name], record)
+                    route = routes.get(record.type)
+                    if route is not None:  # one lookup: the schema to upcast to, and the views
+                        if route[0] and record.schema != route[0]:
+                            record = upcast_record(record)
+                        for name, apply in route[1]:
+                            states[name] = apply(states[name], record)
                     cp = seq
                     if listeners:
                         self._checkpoint = cp
@@ -167,13 +175,15 @@ class ViewRunner:
             self.store is not None
             and not self.store.readonly
             and self.snapshot_error is None
+            and (self._writer is None or self._writer.error is None)
             and self.snapshot_every > 0
         )
 
     def _at_mark(self, record: Record) -> None:
         seq = record.seq
         if self._memory.due(seq) and self._memory_views:
-            self._memory.add(seq, {v.name: self._states[v.name] for v in self._memory_views})
+            states = {v.name: self._states[v.name] for v in self._memory_views}
+            self._memory.add(seq, states, self._touched)
         if self._storing() and seq % self.snapshot_every == 0:
             stored = self._stored_index()
             due = [
@@ -199,9 +209,13 @@ class ViewRunner:
         return self._stored
 
     def write_snapshots(self, names: Iterable[str] | None = None, chain_hash: str | None = None) -> int:
-        """Store a snapshot of the named views (all by default) at the checkpoint; returns how many."""
+        """Store a snapshot of the named views (all by default) at the checkpoint; returns how many.
+
+        Each state is dumped here; hashing, compressing and writing happen on the writer's
+        thread. `flush()` waits for them; every catch-up ends with one.
+        """
         with self._lock:
-            if self.store is None or self._checkpoint == 0:
+            if self._writer is None or self._checkpoint == 0 or self.snapshot_error is not None:
                 return 0
             seq = self._checkpoint
             chain_hash = chain_hash or hash_at(self.log, seq)
@@ -209,19 +223,21 @@ class ViewRunner:
                 return 0
             stored = self._stored_index()
             count = 0
-            try:
-                for name in names if names is not None else list(self.views):
-                    view = self.views[name]
-                    snap = make_snapshot(view, self._states[name], seq, chain_hash)
-                    self.store.put(snap)
-                    stored[name] = (seq, snap.size)
-                    self._listing = None
-                    count += 1
-                    if self.keep_snapshots is not None:
-                        self.store.prune(name, view.version, self.keep_snapshots)
-            except EventLogError as e:  # a cache that cannot be written must not stop the views
-                self.snapshot_error = e
+            for name in names if names is not None else list(self.views):
+                view = self.views[name]
+                chunks = list(dump_chunks(view, self._states[name]))
+                self._writer.submit(name, view.version, seq, chain_hash, chunks)
+                stored[name] = (seq, sum(map(len, chunks)))
+                self._listing = None
+                count += 1
             return count
+
+    def flush(self) -> None:
+        """Wait until every snapshot handed to the writer is stored (or has failed)."""
+        if self._writer is not None:
+            self._writer.flush()
+            if self._writer.error is not None and self.snapshot_error is None:
+                self.snapshot_error = self._writer.error
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -284,28 +300,45 @@ class ViewRunner:
             return fold_from(self.log, chosen, bases, seq)
 
 
-def dispatch_table(views: Sequence[View]) -> Dispatch:
+def dispatch_table(views: Sequence[View], touched: dict[str, set[Any]] | None = None) -> Dispatch:
+    """Record type -> the views' applies; those of views in `touched` also note each row key."""
     table: Dispatch = {}
     for view in views:
+        apply: Callable[[Any, Record], Any] = view.apply
+        keys = (touched or {}).get(view.name)
+        if keys is not None:
+            apply = _noting(apply, keys, str(getattr(view, "row_key", "")))
         for type_name in sorted(view.types):
-            table.setdefault(type_name, []).append((view.name, view.apply))
+            table.setdefault(type_name, []).append((view.name, apply))
     return table
 
 
-def current_schemas() -> dict[str, int]:
-    """Each catalogue type's current schema: records at another one are upcast before folding."""
-    return {name: cls.schema for name, cls in catalogue().items()}
+def _noting(apply: Callable[[Any, Record], Any], keys: set[Any], field: str) -> Callable[[Any, Record], Any]:
+    note = keys.add
+
+    def apply_noting(state: Any, record: Record) -> Any:
+        note(record.data.get(field))
+        return apply(state, record)
+
+    return apply_noting
+
+
+def routing(dispatch: Dispatch) -> Routes:
+    """Each handled type's current schema (records at another one are upcast first) and views."""
+    schemas = {name: cls.schema for name, cls in catalogue().items()}
+    return {type_name: (schemas.get(type_name, 0), handlers) for type_name, handlers in dispatch.items()}
 
 
 def fold_records(views: Sequence[View], records: Iterable[Record], states: dict[str, Any]) -> dict[str, Any]:
     """Fold `records` (in order) into `states`, upcasting old schemas first."""
-    dispatch = dispatch_table(views)
-    schemas = current_schemas()
+    routes = routing(dispatch_table(views))
     for record in records:
-        if record.schema != schemas.get(record.type, record.schema):
-            record = upcast_record(record)
-        for name, apply in dispatch.get(record.type, ()):
-            states[name] = apply(states[name], record)
+        route = routes.get(record.type)
+        if route is not None:
+            if route[0] and record.schema != route[0]:
+                record = upcast_record(record)
+            for name, apply in route[1]:
+                states[name] = apply(states[name], record)
     return states
 
 

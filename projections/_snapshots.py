@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import queue
+import threading
 import zlib
 from typing import Any
 
@@ -31,16 +33,7 @@ def make_snapshot(view: View, state: Any, seq: int, chain_hash: str) -> Snapshot
     The digest is of the canonical JSON; the stored data is that JSON zlib-compressed
     (level 1: about a fifth of the size, faster to write than the bytes it saves).
     """
-    digest = hashlib.sha256()
-    packer = zlib.compressobj(1)
-    packed = []
-    size = 0
-    for chunk in dump_chunks(view, state):
-        digest.update(chunk)
-        size += len(chunk)
-        packed.append(packer.compress(chunk))
-    packed.append(packer.flush())
-    return Snapshot(view.name, view.version, seq, chain_hash, digest.hexdigest(), size, b"".join(packed))
+    return pack(view.name, view.version, seq, chain_hash, list(dump_chunks(view, state)))
 
 
 def snapshot_json(snapshot: Snapshot) -> bytes:
@@ -83,3 +76,70 @@ def newest_valid(
             return snap
         limit = snap.seq - 1
     return None
+
+
+def pack(name: str, version: int, seq: int, chain_hash: str, chunks: list[bytes]) -> Snapshot:
+    """The snapshot of canonical JSON given in pieces: digest of the JSON, data zlib-compressed."""
+    digest = hashlib.sha256()
+    packer = zlib.compressobj(1)
+    packed = []
+    size = 0
+    for chunk in chunks:
+        digest.update(chunk)
+        size += len(chunk)
+        packed.append(packer.compress(chunk))
+    packed.append(packer.flush())
+    return Snapshot(name, version, seq, chain_hash, digest.hexdigest(), size, b"".join(packed))
+
+
+class SnapshotWriter:
+    """Stores snapshots from a thread of its own, so that folding goes on meanwhile.
+
+    The folding thread dumps the state (that needs the state, so it happens there); this
+    thread hashes, compresses and writes it, all of which release the GIL. At most one
+    snapshot waits while another is written, which bounds the memory held. The thread ends
+    after a second without work and starts again with the next snapshot. `flush()` waits
+    until everything handed over is stored; `error` keeps the first failure, after which
+    nothing more is stored.
+    """
+
+    IDLE = 1.0  # seconds without work after which the thread ends
+
+    def __init__(self, store: SnapshotStore, keep: int | None = None) -> None:
+        self.store = store
+        self.keep = keep
+        self.error: EventLogError | None = None
+        self._queue: queue.Queue[tuple[str, int, int, str, list[bytes]]] = queue.Queue(maxsize=1)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, name: str, version: int, seq: int, chain_hash: str, chunks: list[bytes]) -> None:
+        self._queue.put((name, version, seq, chain_hash, chunks))
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="flightlog-snapshots", daemon=True)
+                self._thread.start()
+
+    def flush(self) -> None:
+        self._queue.join()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=self.IDLE)
+            except queue.Empty:
+                with self._lock:
+                    if self._queue.empty():
+                        self._thread = None
+                        return
+                continue
+            try:
+                if self.error is None:
+                    name, version = item[0], item[1]
+                    self.store.put(pack(*item))
+                    if self.keep is not None:
+                        self.store.prune(name, version, self.keep)
+            except EventLogError as e:  # a cache that cannot be written must not stop the views
+                self.error = e
+            finally:
+                self._queue.task_done()

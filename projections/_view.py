@@ -42,7 +42,10 @@ class View(Protocol):
         ...
 
     # Optional: `dump_chunks(state) -> Iterator[bytes]`, the canonical JSON of the dump in
-    # pieces, for views whose state is too large to dump at once (see `dump_chunks` below).
+    # pieces, for views whose state is too large to dump at once (see `dump_chunks` below);
+    # and `row_key: str`, for a dict-of-rows view whose every record changes (adds, replaces
+    # or removes) at most the row keyed by that field of its data, and whose dump does not
+    # depend on its dict's order: in-memory checkpoints then note keys instead of comparing rows.
 
 
 def canonical(value: Any) -> bytes:

@@ -55,6 +55,7 @@ class AgentRunsView:
 
     name = "agent_runs"
     version = 1
+    row_key = "run_id"  # the one row each record may change
     types = frozenset({"ForkedFrom", "AgentRunStarted", "AgentRunStatusChanged"})
 
     def initial(self) -> dict[str, AgentRun]:

@@ -109,69 +109,56 @@ class ApprovalRow:
 _new_row = positional(ApprovalRow)
 
 
-_last: tuple[Record | None, Any] = (None, None)
-
-
-def _decode(record: Record) -> Any:
-    """decode(record), once for the two approval views that fold each record in turn."""
-    global _last
-    last = _last  # one read and one write of a tuple: safe when threads fold at once
-    if last[0] is record:
-        return last[1]
-    ev = decode(record)
-    _last = (record, ev)
-    return ev
+# The two approval views fold each approval record in turn, from rows that are the same
+# objects (both start empty and take each other's rows): the second reuses the first's work.
+_last: tuple[Record | None, Any, ApprovalRow | None, ApprovalRow | None] = (None, None, None, None)
 
 
 def _fold(rows: dict[str, ApprovalRow], record: Record) -> ApprovalRow | None:
     """Apply one approval record to `rows` (in place); return the row it produced."""
-    ev = _decode(record)
+    global _last
+    last = _last  # one read and one write of a tuple: safe when threads fold at once
+    if last[0] is record:
+        ev = last[1]
+        old = rows.get(getattr(ev, "approval_id", ""))
+        if old is last[2]:
+            new = last[3]
+            if new is not None:
+                rows[new.id] = new
+            return new
+    else:
+        ev = decode(record)
+        old = rows.get(getattr(ev, "approval_id", ""))
+    new = _next_row(ev, old, record.seq)
+    if new is not None:
+        rows[new.id] = new
+    _last = (record, ev, old, new)
+    return new
+
+
+def _next_row(ev: Any, old: ApprovalRow | None, seq: int) -> ApprovalRow | None:
+    """The row an approval event makes of `old` (None: the event changes nothing)."""
     if isinstance(ev, ApprovalRequested):
-        row = _new_row(
-            ev.approval_id,
-            ev.run_id,
-            ev.tool_call_id,
-            ev.kind,
-            ev.title,
-            ev.detail,
-            ev.risk,
-            ev.payload_sha256,
-            ev.requires_fleet_quorum,
-            ev.quorum,
-            ev.requested_at,
-            ev.expires_at,
-            ev.requested_by,
-            RECORDING,
-            record.seq,
-            "",
-            "",
-            "",
-            None,
-            0,
-            (),
-            (),
-        )
-        rows[row.id] = row
-        return row
-    old = rows.get(getattr(ev, "approval_id", ""))
+        return _new_row(
+            ev.approval_id, ev.run_id, ev.tool_call_id, ev.kind, ev.title, ev.detail, ev.risk,
+            ev.payload_sha256, ev.requires_fleet_quorum, ev.quorum, ev.requested_at, ev.expires_at,
+            ev.requested_by, RECORDING, seq, "", "", "", None, 0, (), (),
+        )  # fmt: skip
     if old is None:
         return None
     # dataclasses.replace is several times slower than building the row: this runs per event.
     if isinstance(ev, ApprovalPublished):
-        new = _derive(old, PENDING)
-    elif isinstance(ev, ApprovalDiscarded):
-        new = _derive(old, DISCARDED, decided_at=ev.at, decided_seq=record.seq)
-    elif isinstance(ev, ApprovalVoted):
-        new = _derive(old, old.status, votes=(*old.votes, ev.actor))
-    elif isinstance(ev, ApprovalDecided):
-        new = _derive(old, ev.decision, ev.decision, ev.actor, ev.identity, ev.at, record.seq)
-    elif isinstance(ev, ApprovalDecisionRefused):
-        attempt = RefusedAttempt(ev.decision, ev.actor, ev.identity, ev.reason, ev.at, record.seq)
-        new = _derive(old, old.status, refused=(*old.refused, attempt))
-    else:
-        return None
-    rows[new.id] = new
-    return new
+        return _derive(old, PENDING)
+    if isinstance(ev, ApprovalDiscarded):
+        return _derive(old, DISCARDED, decided_at=ev.at, decided_seq=seq)
+    if isinstance(ev, ApprovalVoted):
+        return _derive(old, old.status, votes=(*old.votes, ev.actor))
+    if isinstance(ev, ApprovalDecided):
+        return _derive(old, ev.decision, ev.decision, ev.actor, ev.identity, ev.at, seq)
+    if isinstance(ev, ApprovalDecisionRefused):
+        attempt = RefusedAttempt(ev.decision, ev.actor, ev.identity, ev.reason, ev.at, seq)
+        return _derive(old, old.status, refused=(*old.refused, attempt))
+    return None
 
 
 _KEEP: Any = object()
@@ -272,6 +259,7 @@ class ApprovalHistoryView:
 
     name = "approval_history"
     version = 1
+    row_key = "approval_id"  # the one row each record may change
     types = APPROVAL_TYPES
 
     def initial(self) -> dict[str, ApprovalRow]:
@@ -296,6 +284,7 @@ class PendingApprovalsView:
 
     name = "pending_approvals"
     version = 1
+    row_key = "approval_id"  # the one row each record may change
     types = APPROVAL_TYPES
 
     def initial(self) -> dict[str, ApprovalRow]:

@@ -86,6 +86,7 @@ class RunRegistryView:
 
     name = "run_registry"
     version = 1
+    row_key = "run_id"  # the one row each record may change
     types = RUN_TYPES
 
     def initial(self) -> dict[str, RunRow]:
@@ -172,6 +173,7 @@ class FinishStatusView:
 
     name = "finish_status"
     version = 1
+    row_key = "run_id"  # the one row each record may change
     types = frozenset({"RunRegistered", "RunFinished", "RunDeleted"})
 
     def initial(self) -> dict[str, FinishStatus]:

@@ -102,8 +102,20 @@ class TimelineView:
             state.runs[d["run_id"]] = (session, session.runs)
             return state
         where = state.runs.get(d["run_id"])
-        if where is not None:
-            apply_harness_event(where[0], where[1], d["type"], d["event_id"], d["data"], d["at"])
+        if where is None:
+            return state
+        session, order = where
+        data = d["data"]
+        if d["type"] == "assistant.delta":  # most harness events: handled here, without a call
+            pos = session.by_id.get(f"stream-{order}-{data.get('message_id') or 'active'}")
+            if pos is not None:
+                parts = session.parts.get(pos)
+                if parts is None:
+                    session.parts[pos] = [str(data.get("delta", ""))]
+                else:
+                    parts.append(str(data.get("delta", "")))
+                return state
+        apply_harness_event(session, order, d["type"], d["event_id"], data, d["at"])
         return state
 
     def copy(self, state: TimelineState) -> TimelineState:

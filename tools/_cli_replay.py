@@ -103,6 +103,7 @@ def replay_cmd(db: str, names: tuple[str, ...], no_store: bool, as_json: bool) -
                 if runner.checkpoint == before:
                     break
         stored = runner.write_snapshots() if store is not None else 0
+        runner.flush()
         seconds = time.perf_counter() - start
         rows: dict[str, dict[str, Any]] = {}
         for view in views:

@@ -28,39 +28,6 @@ def snap(seq: int, name: str = "v", version: int = 1, data: bytes | None = b"{}"
     return Snapshot(name, version, seq, f"h{seq}", f"d{seq}", len(data or b""), data)
 
 
-@pytest.mark.parametrize("where", ["file", "memory"])
-def test_store_puts_finds_lists_prunes_and_deletes(tmp_path, where):
-    log = open_log(tmp_path / "s.db" if where == "file" else ":memory:")
-    store = snapshot_store(log)
-    assert snapshot_store(log) is store  # one store per log
-    assert store.list() == []
-    assert store.nearest("v", 1) is None
-    for seq in (10, 20, 30):
-        store.put(snap(seq))
-    store.put(snap(25, version=2))
-    assert found(store.nearest("v", 1)).seq == 30
-    assert found(store.nearest("v", 1, at_or_below=29)).seq == 20
-    assert store.nearest("v", 1, at_or_below=9) is None
-    assert found(store.nearest("v", 2)).seq == 25
-    assert found(store.get("v", 1, 20)).data == b"{}"
-    assert [(s.version, s.seq) for s in store.list("v")] == [(1, 10), (1, 20), (1, 30), (2, 25)]
-    assert all(s.data is None for s in store.list())  # a listing carries no data
-
-    assert store.prune("v", 1, keep=1) == 2
-    pruned = {s.seq: s for s in store.list("v") if s.version == 1}
-    assert [pruned[10].pruned, pruned[20].pruned, pruned[30].pruned] == [True, True, False]
-    assert pruned[10].digest == "d10"  # the digest outlives the data
-    assert store.get("v", 1, 10) is None
-    assert store.nearest("v", 1, at_or_below=29) is None
-
-    store.put(snap(20, data=b"[1]"))  # the same name, version and seq: replaced
-    assert found(store.get("v", 1, 20)).data == b"[1]"
-    assert store.delete("v", after_seq=20) == 2  # 30 and v2's 25
-    assert store.delete() == 2
-    assert store.list() == []
-    log.close()
-
-
 def test_a_read_only_log_reads_snapshots_and_refuses_to_store(tmp_path):
     path = tmp_path / "ro.db"
     log = open_log(path)

@@ -41,6 +41,7 @@ def main(argv: list[str]) -> None:
 
         def stall(record: Record) -> None:
             if record.seq == stall_at:
+                views.runner.flush()  # the snapshots handed over so far are stored
                 sys.stdout.write(orjson.dumps({"stalled": stall_at}).decode() + "\n")
                 sys.stdout.flush()
                 sys.stdin.read()  # blocks until the parent kills this process
