@@ -34,7 +34,7 @@ class Checkpoints:
     it with its lock.
     """
 
-    def __init__(self, every: int, budget: int, full_every: int = 16, rows_per_event: float = 4.0) -> None:
+    def __init__(self, every: int, budget: int, full_every: int = 32, rows_per_event: float = 4.0) -> None:
         self.every = every
         self.budget = budget
         self.full_every = full_every

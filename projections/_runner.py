@@ -18,12 +18,16 @@ from ._view import View, dump_chunks
 T = TypeVar("T")
 Handlers = list[tuple[str, Callable[[Any, Record], Any]]]
 Dispatch = dict[str, list[tuple[str, Callable[[Any, Record], Any]]]]
-Routes = dict[str, tuple[int, Handlers]]  # type -> (its current schema, 0 if unknown; the views' applies)
+# type -> (its current schema, 0 if unknown; the views' applies; the row keys to note)
+Routes = dict[str, tuple[int, Handlers, tuple[tuple[Callable[[Any], None], str], ...]]]
 
 SNAPSHOT_EVERY = 100_000  # seqs between stored snapshots (multiples of it, whatever the start)
 FOLD_BYTES_PER_EVENT = 150  # folding one record costs about as much as loading this much snapshot
-SNAPSHOT_BYTES_PER_EVENT = 8  # a view is stored again once its dump is at most this per event since
-CHECKPOINT_EVERY = 5_000  # seqs between in-memory checkpoints of the dict-of-rows views
+# A view is stored again once its dump is at most this many bytes per event folded since its
+# last snapshot. Loading a snapshot costs about as much as folding 1/FOLD_BYTES_PER_EVENT of
+# its size in records, so a snapshot is only worth writing when it will save many times that.
+SNAPSHOT_BYTES_PER_EVENT = 4
+CHECKPOINT_EVERY = 2_500  # seqs between in-memory checkpoints of the dict-of-rows views
 CHECKPOINT_BUDGET = 2_000_000  # rows all in-memory checkpoints may hold together (deltas count)
 
 
@@ -73,11 +77,13 @@ class ViewRunner:
         self.restored: dict[str, int] = {}  # view -> seq of the snapshot the first catch-up used
         self._memory_views = [self.views[n] for n in checkpoint_views if n in self.views]
         # Views that name the row each record changes (`row_key`) have those keys noted as
-        # they fold, so their checkpoints need not compare every row.
+        # they fold, so their checkpoints need not compare every row. Views keyed by the same
+        # field share a set (a key noted for another view only makes a delta a little larger).
+        by_field: dict[str, set[Any]] = {}
         self._touched: dict[str, set[Any]] = {
-            v.name: set() for v in self._memory_views if getattr(v, "row_key", None)
+            v.name: by_field.setdefault(row_key(v), set()) for v in self._memory_views if row_key(v)
         }
-        self._dispatch = dispatch_table(views, self._touched)
+        self._dispatch = dispatch_table(views)
         self._states: dict[str, Any] = {v.name: v.initial() for v in views}
         self._checkpoint = 0
         self._started = False
@@ -134,7 +140,8 @@ class ViewRunner:
     def feed(self, records: Iterable[Record]) -> None:
         """Fold records in seq order; records at or before the checkpoint are skipped."""
         with self._lock:
-            routes, states, listeners = routing(self._dispatch), self._states, self._listeners
+            routes = routing(self._dispatch, list(self.views.values()), self._touched)
+            states, listeners = self._states, self._listeners
             cp = self._checkpoint
             mark = self._next_mark(cp)
             try:
@@ -152,6 +159,8 @@ class ViewRunner:
                     if route is not None:  # one lookup: the schema to upcast to, and the views
                         if route[0] and record.schema != route[0]:
                             record = upcast_record(record)
+                        for note, field in route[2]:
+                            note(record.data.get(field))
                         for name, apply in route[1]:
                             states[name] = apply(states[name], record)
                     cp = seq
@@ -300,33 +309,40 @@ class ViewRunner:
             return fold_from(self.log, chosen, bases, seq)
 
 
-def dispatch_table(views: Sequence[View], touched: dict[str, set[Any]] | None = None) -> Dispatch:
-    """Record type -> the views' applies; those of views in `touched` also note each row key."""
+def row_key(view: View) -> str:
+    """The view's optional `row_key` ("" when it has none)."""
+    return str(getattr(view, "row_key", "") or "")
+
+
+def dispatch_table(views: Sequence[View]) -> Dispatch:
+    """Record type -> the applies of the views that read it."""
     table: Dispatch = {}
     for view in views:
-        apply: Callable[[Any, Record], Any] = view.apply
-        keys = (touched or {}).get(view.name)
-        if keys is not None:
-            apply = _noting(apply, keys, str(getattr(view, "row_key", "")))
         for type_name in sorted(view.types):
-            table.setdefault(type_name, []).append((view.name, apply))
+            table.setdefault(type_name, []).append((view.name, view.apply))
     return table
 
 
-def _noting(apply: Callable[[Any, Record], Any], keys: set[Any], field: str) -> Callable[[Any, Record], Any]:
-    note = keys.add
-
-    def apply_noting(state: Any, record: Record) -> Any:
-        note(record.data.get(field))
-        return apply(state, record)
-
-    return apply_noting
-
-
-def routing(dispatch: Dispatch) -> Routes:
-    """Each handled type's current schema (records at another one are upcast first) and views."""
+def routing(
+    dispatch: Dispatch, views: Sequence[View] = (), touched: dict[str, set[Any]] | None = None
+) -> Routes:
+    """Each handled type's current schema (records at another one are upcast first), its views,
+    and the row keys to note for the views in `touched` (one `(set.add, field)` per set)."""
     schemas = {name: cls.schema for name, cls in catalogue().items()}
-    return {type_name: (schemas.get(type_name, 0), handlers) for type_name, handlers in dispatch.items()}
+    notes: dict[str, list[tuple[Callable[[Any], None], str]]] = {}
+    for view in views:
+        keys = (touched or {}).get(view.name)
+        if keys is None:
+            continue
+        note = (keys.add, row_key(view))
+        for type_name in view.types:
+            found = notes.setdefault(type_name, [])
+            if all(n[0] != note[0] for n in found):  # views sharing a set note once
+                found.append(note)
+    return {
+        type_name: (schemas.get(type_name, 0), handlers, tuple(notes.get(type_name, ())))
+        for type_name, handlers in dispatch.items()
+    }
 
 
 def fold_records(views: Sequence[View], records: Iterable[Record], states: dict[str, Any]) -> dict[str, Any]:

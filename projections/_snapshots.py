@@ -96,20 +96,21 @@ class SnapshotWriter:
     """Stores snapshots from a thread of its own, so that folding goes on meanwhile.
 
     The folding thread dumps the state (that needs the state, so it happens there); this
-    thread hashes, compresses and writes it, all of which release the GIL. At most one
-    snapshot waits while another is written, which bounds the memory held. The thread ends
-    after a second without work and starts again with the next snapshot. `flush()` waits
-    until everything handed over is stored; `error` keeps the first failure, after which
-    nothing more is stored.
+    thread hashes, compresses and writes it, all of which release the GIL. Up to `QUEUE`
+    dumps wait to be written (about a round of views at one mark), which bounds the memory
+    held. The thread ends after a second without work and starts again with the next
+    snapshot. `flush()` waits until everything handed over is stored; `error` keeps the
+    first failure, after which nothing more is stored.
     """
 
     IDLE = 1.0  # seconds without work after which the thread ends
+    QUEUE = 16
 
     def __init__(self, store: SnapshotStore, keep: int | None = None) -> None:
         self.store = store
         self.keep = keep
         self.error: EventLogError | None = None
-        self._queue: queue.Queue[tuple[str, int, int, str, list[bytes]]] = queue.Queue(maxsize=1)
+        self._queue: queue.Queue[tuple[str, int, int, str, list[bytes]]] = queue.Queue(maxsize=self.QUEUE)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 

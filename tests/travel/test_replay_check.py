@@ -37,7 +37,7 @@ def with_view(replacement: View) -> list[View]:
 
 def test_replay_check_agrees_with_the_digests_it_stored(db, open_db):
     log = open_db()
-    Views(log, snapshot_every=400).catch_up()
+    Views(log, snapshot_every=400, snapshot_bytes_per_event=10**6).catch_up()  # every view at every mark
     report = replay_check(log, default_views())
     assert report.ok
     assert report.skipped == []
@@ -47,7 +47,7 @@ def test_replay_check_agrees_with_the_digests_it_stored(db, open_db):
 
 def test_replay_check_shows_a_changed_fold_with_a_readable_diff(db, open_db):
     log = open_db()
-    Views(log, snapshot_every=400).catch_up()
+    Views(log, snapshot_every=400, snapshot_bytes_per_event=10**6).catch_up()  # every view at every mark
     report = replay_check(log, with_view(DoubleCountingRegistry()))
     assert not report.ok
     assert {m.view for m in report.mismatches} == {"run_registry"}
