@@ -7,6 +7,7 @@ EventLogError
 ├── StreamNameError         a stream name is not `<category>-<id>` (also ValueError)
 ├── LogClosedError          the log was used after close()
 ├── SnapshotsUnsupported    the backend has no snapshot store (also NotImplementedError)
+├── ImportRefusedError      imported records do not continue the chain; the batch was not written
 └── StorageError            the database could not be opened, read or written
     ├── CorruptDatabaseError    not a database, or a damaged page
     ├── ReadOnlyDatabaseError   the file or its folder cannot be written
@@ -64,6 +65,26 @@ class LogClosedError(EventLogError):
 
 class SnapshotsUnsupported(EventLogError, NotImplementedError):
     """Raised when a log's backend cannot store snapshots (views then always fold from seq 0)."""
+
+
+class ImportRefusedError(EventLogError):
+    """Raised when records to import do not continue the log's chain where it ends.
+
+    `seq` is the first record refused, `head` the log's last seq afterwards and `imported`
+    how many records were written before it: whole batches only, each in its own transaction.
+    """
+
+    def __init__(self, seq: int, reason: str, *, head: int, imported: int) -> None:
+        done = (
+            f"{imported} record(s) were imported before it, up to seq {head}"
+            if imported
+            else "nothing was imported"
+        )
+        super().__init__(f"import refused at seq {seq}: {reason}; {done}")
+        self.seq = seq
+        self.reason = reason
+        self.head = head
+        self.imported = imported
 
 
 class StorageError(EventLogError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ from ._catalogue import Event
 from ._chain import make_hasher, record_from_row, walk_chain
 from ._clock import Clock, SystemClock, to_micros
 from ._errors import EventLogError, LogClosedError
+from ._import import IMPORT_BATCH, ImportTarget, import_records
 from ._record import ANY, Expect, ExpectedVersion, Head, NewEvent, Record, VerifyResult, check_stream_name
 
 # How many queued appends one group-commit transaction takes at most.
@@ -134,6 +136,33 @@ class EventLog(abc.ABC):
     @abc.abstractmethod
     def _write_batch(self, batch: list[AppendRequest]) -> None:
         """Write `batch` in one transaction, setting each request's result or error."""
+
+    def import_records(
+        self,
+        records: Iterable[Record],
+        *,
+        verify: bool = True,
+        batch: int = IMPORT_BATCH,
+        progress: Callable[[int], object] | None = None,
+        dry_run: bool = False,
+    ) -> Head:
+        """Write stored records as they are (seq, version, event id, time, hashes) onto the head.
+
+        The records must continue the chain where this log ends (an empty log, or one that
+        ends at the seq before the first record): a gap, a broken link, a version out of
+        order, a time going back, a reused event id or (with `verify`) a hash that does not
+        recompute raises ImportRefusedError naming the seq. Records go in `batch` at a time,
+        one transaction each, so only whole batches before the refused one stay written.
+        `dry_run` checks everything and writes nothing. Returns the new head.
+        """
+        return import_records(
+            self, records, self._import_session, verify=verify, batch=batch, progress=progress,
+            dry_run=dry_run,
+        )  # fmt: skip
+
+    def _import_session(self, dry_run: bool) -> AbstractContextManager[ImportTarget]:
+        """A context for one import transaction (or, for a dry run, for reads only)."""
+        raise EventLogError(f"{type(self).__name__} cannot import records")
 
     # -- reading ---------------------------------------------------------------------------
 

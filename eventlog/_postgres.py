@@ -6,6 +6,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import psycopg
@@ -15,6 +16,7 @@ from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_reco
 from ._chain import Hasher
 from ._clock import Clock, to_micros
 from ._errors import ConcurrencyError, IdempotencyConflict, StorageError
+from ._import import ImportTarget
 from ._log import EventLog
 from ._pgconn import Conn, Connector, Listener, ReaderPool
 from ._record import GENESIS_HASH, Record, expectation_holds
@@ -115,6 +117,32 @@ class PostgresLog(SQLReads, EventLog):
                 if isinstance(e, psycopg.Error):
                     raise self._connector.translate(e) from e
                 raise
+
+    @contextmanager
+    def _import_session(self, dry_run: bool) -> Iterator[ImportTarget]:
+        """One import batch in a transaction holding the head (as appends do); a dry run only reads."""
+        if dry_run:
+            yield ImportTarget(self._query, None, self.PLACEHOLDER)
+            return
+        self._check_open()
+        with self._write_lock:
+            try:
+                if self._writer is None or self._writer.closed or self._writer.broken:
+                    self._writer = self._connect_writer()
+                conn = self._writer
+                with conn.transaction():
+                    conn.execute(_TAKE_HEAD)
+                    target = ImportTarget(
+                        lambda q, p: conn.execute(q, p).fetchall(),
+                        lambda q, rows: conn.cursor().executemany(q, rows),
+                        self.PLACEHOLDER,
+                    )
+                    yield target
+                    if target.last_seq:
+                        conn.execute("SELECT pg_notify(%s, %s)", (self._channel, str(target.last_seq)))
+            except psycopg.Error as e:
+                raise self._connector.translate(e) from e
+        self._wake_followers()
 
     def _close_backend(self) -> None:
         with self._listener_lock:

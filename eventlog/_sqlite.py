@@ -22,6 +22,7 @@ from ._errors import (
     ReadOnlyDatabaseError,
     StorageError,
 )
+from ._import import ImportTarget
 from ._log import EventLog
 from ._record import GENESIS_HASH, expectation_holds
 from ._sqlreads import COLUMNS, SQLReads
@@ -208,6 +209,34 @@ class SQLiteLog(SQLReads, EventLog):
                 if isinstance(e, sqlite3.Error):
                     raise translate(e, self.path) from e
                 raise
+
+    @contextmanager
+    def _import_session(self, dry_run: bool) -> Iterator[ImportTarget]:
+        """One import batch in a BEGIN IMMEDIATE transaction; a dry run only reads."""
+        if dry_run:
+            yield ImportTarget(self._query, None)
+            return
+        if self.readonly:
+            raise ReadOnlyDatabaseError(self.path, "opened read-only")
+        self._check_open()
+        with self._conn_lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise translate(e, self.path) from e
+            try:
+                yield ImportTarget(lambda q, p: conn.execute(q, p).fetchall(), conn.executemany)
+                conn.execute("COMMIT")
+            except BaseException as e:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(e, sqlite3.Error):
+                    raise translate(e, self.path) from e
+                raise
+            finally:
+                self._known.forget()  # the head moved under the appends' version cache
+        self._wake_followers()
 
     def _close_backend(self) -> None:
         with self._conn_lock:

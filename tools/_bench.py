@@ -11,6 +11,11 @@ def bench() -> None:
 
     Every benchmark prints its figures and the ratios between them; `--json` prints one JSON
     object, `--quick` a smaller run that still prints every ratio.
+
+    \b
+    Example:
+      flightlog bench log --quick
+      flightlog bench approvals --json > approvals.json
     """
 
 

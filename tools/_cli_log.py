@@ -9,8 +9,9 @@ import click
 import orjson
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from eventlog import Record
+from eventlog import Head, Record, VerifyResult
 
+from ._cli_remote import OperatorClient, one_target, server_option
 from ._output import EXIT_FOUND, console, emit_json, err_console, open_db, parse_anchor
 
 
@@ -79,34 +80,28 @@ def events_cmd(db: str, stream: str | None, after: int, follow: bool, as_json: b
 
 
 @click.command("verify")
-@click.argument("db")
+@click.argument("db", required=False)
+@server_option
 @click.option("--anchor", "anchor_file", type=click.File("r"), help="An anchor saved by `flightlog anchor`.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def verify_cmd(db: str, anchor_file: click.utils.LazyFile | None, as_json: bool) -> None:
+def verify_cmd(
+    db: str | None, server: str | None, anchor_file: click.utils.LazyFile | None, as_json: bool
+) -> None:
     """Walk the hash chain of DB and report the first bad seq; exit 1 if the chain is broken.
 
     \b
     Example:
       flightlog anchor flightlog.db > anchor.txt     # keep this somewhere else
       flightlog verify flightlog.db --anchor anchor.txt
+      flightlog verify --server http://127.0.0.1:8080 --anchor anchor.txt
     """
+    one_target(db, server)
     anchor = parse_anchor(anchor_file.read()) if anchor_file is not None else None
-    log = open_db(db, readonly=True)
-    try:
-        total = log.head().seq
-        with Progress(
-            TextColumn("verifying"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=True,
-            disable=as_json or total < 50_000,
-        ) as bar:
-            task = bar.add_task("verify", total=total)
-            result = log.verify(anchor, progress=lambda n: bar.update(task, completed=n))
-    finally:
-        log.close()
+    if server is not None:
+        result = OperatorClient(server).verify(anchor)
+    else:
+        assert db is not None
+        result = _verify_db(db, anchor, as_json)
     if as_json:
         emit_json(
             {
@@ -128,6 +123,25 @@ def verify_cmd(db: str, anchor_file: click.utils.LazyFile | None, as_json: bool)
         )
     if not result.ok:
         raise SystemExit(EXIT_FOUND)
+
+
+def _verify_db(db: str, anchor: Head | None, quiet: bool) -> VerifyResult:
+    log = open_db(db, readonly=True)
+    try:
+        total = log.head().seq
+        with Progress(
+            TextColumn("verifying"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            disable=quiet or total < 50_000,
+        ) as bar:
+            task = bar.add_task("verify", total=total)
+            return log.verify(anchor, progress=lambda n: bar.update(task, completed=n))
+    finally:
+        log.close()
 
 
 @click.command("anchor")

@@ -18,6 +18,7 @@ from eventlog import EventLog
 from projections import Diff, TimelineEntry, Views
 
 from . import _cli_replay
+from ._cli_remote import OperatorClient, one_target, server_option
 from ._fork import ForkError, fork_run
 from ._output import EXIT_FOUND, console, emit_json, open_db
 
@@ -57,7 +58,12 @@ def _when(at: datetime | None) -> str:
 
 
 def _moment(views: Views, seq: int) -> str:
-    return f"seq {seq:,} ({_when(views.moment(seq))})" if seq else "seq 0 (before the first event)"
+    return _moment_at(seq, views.moment(seq) if seq else None)
+
+
+def _moment_at(seq: int, when: datetime | str | None) -> str:
+    at = datetime.fromisoformat(when) if isinstance(when, str) else when
+    return f"seq {seq:,} ({_when(at)})" if seq else "seq 0 (before the first event)"
 
 
 def _timeline_table(title: str, entries: list[TimelineEntry]) -> Table:
@@ -88,27 +94,35 @@ def _known_run(views: Views, run_id: str, head: int) -> None:
 
 
 @click.command("runs")
-@click.argument("db")
+@click.argument("db", required=False)
+@server_option
 @click.option("--at", "at_text", help=f"As of this moment. {AT_HELP}")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
-def runs_cmd(db: str, at_text: str | None, as_json: bool) -> None:
+def runs_cmd(db: str | None, server: str | None, at_text: str | None, as_json: bool) -> None:
     """List the broker's runs and the operator's agent runs, now or as of a past moment.
 
     \b
     Example:
       flightlog runs flightlog.db
       flightlog runs flightlog.db --at 2026-01-01T10:42:07Z --json
+      flightlog runs --server http://127.0.0.1:8080 --at 1200
     """
-    log = open_db(db)
-    try:
-        views = Views(log)
-        seq = parse_at(log, at_text) if at_text is not None else log.head().seq
-        broker = views.runs(at=seq)
-        finish = {r.run_id: views.finish_status(r.run_id, at=seq) for r in broker} if broker else {}
-        agent = views.agent_runs(at=seq)
-        moment = _moment(views, seq)
-    finally:
-        log.close()
+    one_target(db, server)
+    if server is not None:
+        broker, finish, agent, seq, when = OperatorClient(server).runs(at_text)
+        moment = _moment_at(seq, when)
+    else:
+        assert db is not None
+        log = open_db(db)
+        try:
+            views = Views(log)
+            seq = parse_at(log, at_text) if at_text is not None else log.head().seq
+            broker = views.runs(at=seq)
+            finish = {r.run_id: views.finish_status(r.run_id, at=seq) for r in broker} if broker else {}
+            agent = views.agent_runs(at=seq)
+            moment = _moment(views, seq)
+        finally:
+            log.close()
     if as_json:
         emit_json(
             {
@@ -144,12 +158,15 @@ def runs_cmd(db: str, at_text: str | None, as_json: bool) -> None:
 
 
 @click.command("timeline")
-@click.argument("db")
-@click.argument("run_id")
+@click.argument("db", required=False)
+@click.argument("run_id", metavar="RUN_ID", required=False)
+@server_option
 @click.option("--at", "at_text", help=f"As of this moment. {AT_HELP}")
 @click.option("--each", is_flag=True, help="The run after each of its events, instead of one timeline.")
 @click.option("--json", "as_json", is_flag=True, help="Print the timeline as JSON.")
-def timeline_cmd(db: str, run_id: str, at_text: str | None, each: bool, as_json: bool) -> None:
+def timeline_cmd(
+    db: str | None, run_id: str | None, server: str | None, at_text: str | None, each: bool, as_json: bool
+) -> None:
     """Print an agent run's timeline, now or as of a past moment (folded from its own stream).
 
     \b
@@ -157,21 +174,29 @@ def timeline_cmd(db: str, run_id: str, at_text: str | None, each: bool, as_json:
       flightlog timeline flightlog.db 7f3a…
       flightlog timeline flightlog.db 7f3a… --at 1200
       flightlog timeline flightlog.db 7f3a… --each --json
+      flightlog timeline --server http://127.0.0.1:8080 7f3a… --at 1200
     """
-    log = open_db(db)
-    try:
-        views = Views(log)
-        head = log.head().seq
-        if views.agent_run(run_id, at=head) is None:
-            raise click.UsageError(f"no agent run {run_id!r} in this log")
-        if each:
-            moments = views.timeline_at_each_event(run_id)
-        else:
-            seq = parse_at(log, at_text) if at_text is not None else head
-            entries = views.timeline(run_id, at=seq)
-            moment = _moment(views, seq)
-    finally:
-        log.close()
+    (run_id,) = one_target(db, server, run_id)
+    assert run_id is not None
+    if server is not None:
+        entries, moments, seq, when = OperatorClient(server).timeline(run_id, at_text, each)
+        moment = _moment_at(seq, when)
+    else:
+        assert db is not None
+        log = open_db(db)
+        try:
+            views = Views(log)
+            head = log.head().seq
+            if views.agent_run(run_id, at=head) is None:
+                raise click.UsageError(f"no agent run {run_id!r} in this log")
+            if each:
+                moments = views.timeline_at_each_event(run_id)
+            else:
+                seq = parse_at(log, at_text) if at_text is not None else head
+                entries = views.timeline(run_id, at=seq)
+                moment = _moment(views, seq)
+        finally:
+            log.close()
     if each:
         if as_json:
             emit_json({"run_id": run_id, "moments": [m.to_dict() for m in moments]})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._http_views import view_paths
+
 Schema = dict[str, Any]
 
 _TEXT = {"text/plain": {"schema": {"type": "string"}}}
@@ -127,7 +129,11 @@ def _schemas() -> dict[str, Schema]:
             description="One approval in the audit trail, with its outcome (more fields than listed).",
         ),
         "Resolution": _obj(
-            {**_strings("approval_id", "decision", "actor", "identity"), "at": time},
+            {
+                **_strings("approval_id", "decision", "actor", "identity"),
+                "at": time,
+                **_strings("run_id", "kind", "title", "payload_sha256"),
+            },
             ("approval_id", "decision", "actor", "at"),
         ),
         "Error": _obj({"error": {"type": "string"}}, ("error",)),
@@ -302,9 +308,10 @@ def _operator_paths() -> dict[str, Schema]:
                 requestBody=_body(_obj(_strings("actor"), ("actor",))),
             )
         },
+        **view_paths(op, error),
         "/api/v1/verify": {
             "get": op(
-                "Walk the log's hash chain",
+                "Walk the log's hash chain (and check it against an anchor kept elsewhere)",
                 {
                     "200": _json(
                         "The verification result",
@@ -318,8 +325,13 @@ def _operator_paths() -> dict[str, Schema]:
                             },
                             ("ok", "checked"),
                         ),
-                    )
+                    ),
+                    "400": _json("A malformed anchor", error),
                 },
+                parameters=[
+                    {"name": "anchor_seq", "in": "query", "required": False, "schema": {"type": "integer"}},
+                    {"name": "anchor_hash", "in": "query", "required": False, "schema": {"type": "string"}},
+                ],
             )
         },
     }

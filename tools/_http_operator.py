@@ -7,6 +7,7 @@ token's SHA-256 digest. Errors are JSON: `{"error": ...}` plus what the caller n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,9 +31,11 @@ from actors import (
     System,
     make_token,
 )
+from eventlog import Head
 
 from ._console_auth import ConsoleSessions, Operator
 from ._http_broker import call
+from ._http_views import ViewRoutes
 from ._http_wire import (
     Endpoint,
     WireError,
@@ -47,6 +50,7 @@ from ._http_wire import (
 MAX_ACTOR_LENGTH = 200
 IDENTITY = "operator-token"  # how a decision made over this API was authenticated
 CONSOLE_IDENTITY = "web-operator"  # ... and one made in the console (actor: the operator's name)
+_HASH = re.compile(r"[0-9a-f]{64}")
 
 
 class OperatorRoutes:
@@ -64,6 +68,7 @@ class OperatorRoutes:
             return Route(path, Endpoint(self._guarded(handler), (method,), json_error))
 
         return [
+            *ViewRoutes(self.system, self._guarded).routes(),  # before /runs/{run_id:path} takes them
             route("/api/v1/runs", "GET", self.runs),
             route("/api/v1/runs/{run_id:path}/control", "POST", self.push_control),
             route("/api/v1/runs/{run_id:path}", "GET", self.run),
@@ -179,7 +184,8 @@ class OperatorRoutes:
     # -- the log -------------------------------------------------------------------------
 
     async def verify(self, request: Request) -> Response:
-        result = await run_in_threadpool(self.system.log.verify)
+        anchor = _anchor(request)
+        result = await run_in_threadpool(self.system.log.verify, anchor)
         head = None if result.head is None else {"seq": result.head.seq, "hash": result.head.hash}
         return json_response(
             {
@@ -190,6 +196,16 @@ class OperatorRoutes:
                 "head": head,
             }
         )
+
+
+def _anchor(request: Request) -> Head | None:
+    """The anchor of `?anchor_seq=N&anchor_hash=H` (both or neither), as `flightlog anchor` prints it."""
+    seq, digest = request.query_params.get("anchor_seq"), request.query_params.get("anchor_hash")
+    if seq is None and digest is None:
+        return None
+    if seq is None or digest is None or not seq.isdigit() or not _HASH.fullmatch(digest):
+        raise WireError(400, "an anchor is anchor_seq (a seq) and anchor_hash (64 lower-case hex digits)")
+    return Head(int(seq), digest)
 
 
 def run_summary(view: RunView) -> dict[str, Any]:
@@ -231,10 +247,15 @@ def run_detail(view: RunView) -> dict[str, Any]:
 
 
 def resolution_json(resolution: ApprovalResolution) -> dict[str, Any]:
+    a = resolution.approval
     return {
-        "approval_id": resolution.approval.id,
+        "approval_id": a.id,
         "decision": resolution.decision,
         "actor": resolution.actor,
         "identity": resolution.identity,
         "at": resolution.at,
+        "run_id": a.run_id,
+        "kind": a.kind,
+        "title": a.title,
+        "payload_sha256": a.payload_sha256,
     }

@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 from actors import System
 from eventlog import open_log
 from eventlog.events import ApprovalPublished, ApprovalRequested
-from tools import _cli_approvals
+from tools import _cli_decide
 from tools.cli import cli
 
 WAIT = 30.0  # seconds a test waits for another process before failing
@@ -150,7 +150,7 @@ def test_reject_with_json(db):
 
 def test_an_unknown_id_is_refused(db):
     result = run("approve", db, "no-such-approval", "--as", "alice")
-    assert result.exit_code == _cli_approvals.EXIT_UNKNOWN
+    assert result.exit_code == _cli_decide.EXIT_UNKNOWN
     assert "no approval with id 'no-such-approval'" in result.output
 
     out = json_of(run("reject", db, "no-such-approval", "--as", "alice", "--json"))
@@ -161,7 +161,7 @@ def test_a_second_decision_is_refused_and_audited(db):
     id = seed(db)
     assert run("approve", db, id, "--as", "alice").exit_code == 0
     second = run("reject", db, id, "--as", "bob")
-    assert second.exit_code == _cli_approvals.EXIT_DECIDED
+    assert second.exit_code == _cli_decide.EXIT_DECIDED
     assert "already decided: approve by 'alice'" in second.output
 
     audit = json_of(run("audit", db, "--json"))
@@ -174,7 +174,7 @@ def test_an_expired_approval_says_it_expired(db):
     # Past its deadline when the command opens the database: the expiry fires first.
     id = seed(db, expires_in=-1.0)
     result = run("approve", db, id, "--as", "alice")
-    assert result.exit_code == _cli_approvals.EXIT_EXPIRED
+    assert result.exit_code == _cli_decide.EXIT_EXPIRED
     assert "expired" in result.output
     row = json_of(run("audit", db, "--json"))["approvals"][0]
     assert (row["status"], row["actor"]) == ("expired", "timeout")
@@ -200,7 +200,7 @@ def test_a_quorum_approval_counts_votes(db):
     assert "1 of 2 approvals recorded" in first.output
 
     again = run("approve", db, id, "--as", "alice")
-    assert again.exit_code == _cli_approvals.EXIT_DUPLICATE_VOTE
+    assert again.exit_code == _cli_decide.EXIT_DUPLICATE_VOTE
     assert "already approved" in again.output
 
     out = json_of(run("approve", db, id, "--as", "bob", "--json"))
@@ -210,7 +210,7 @@ def test_a_quorum_approval_counts_votes(db):
 def test_a_request_still_recording_cannot_be_decided(db):
     id = seed(db, publish=False)
     result = run("approve", db, id, "--as", "alice")
-    assert result.exit_code == _cli_approvals.EXIT_RECORDING
+    assert result.exit_code == _cli_decide.EXIT_RECORDING
     assert "still being recorded" in result.output
 
 
