@@ -7,7 +7,7 @@ import threading
 from types import TracebackType
 from typing import Any
 
-from eventlog import Clock, EventLog, Record, SystemClock, open_log
+from eventlog import Clock, EventLog, EventLogError, Record, SystemClock, open_log
 from projections import Views
 
 from ._aggregate import Refresh
@@ -27,6 +27,8 @@ from ._workspace import StrPath
 # The scheduler wakes at least this often, so deadlines are fired even when the clock is
 # moved by hand (tests call tick() themselves) or jumps.
 SCHEDULER_MAX_WAIT = 1.0
+# Seconds the follower waits before reading again after the database failed a read.
+FOLLOW_RETRY = 0.2
 
 
 class System:
@@ -130,8 +132,20 @@ class System:
         self._threads.append(thread)
 
     def _follow(self, after: int) -> None:
-        for record in self.log.follow(after_seq=after, stop=self._closed):
-            self._route(record)
+        while True:
+            try:
+                for record in self.log.follow(after_seq=after, stop=self._closed):
+                    self._route(record)
+                    after = record.seq
+                return
+            except EventLogError:
+                if self.log.closed:
+                    return
+            # The database was away for a moment (PostgreSQL restarting, a dropped connection):
+            # follow again from the last record routed, so nothing committed meanwhile is missed.
+            # Without this thread, no commit of another process would reach this one's actors.
+            if self._closed.wait(FOLLOW_RETRY):
+                return
 
     def _route(self, record: Record) -> None:
         category = record.category

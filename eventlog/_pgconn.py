@@ -77,6 +77,24 @@ class Connector:
         return message
 
 
+def usable(conn: Conn) -> bool:
+    """Whether an idle connection may still be used, checked without a round trip.
+
+    The server says nothing to an idle connection that does not LISTEN unless it is dropping
+    it (a restart, pg_terminate_backend, idle_session_timeout): then its last words, or the
+    end of the stream, wait unread in the socket. Using such a connection would fail the
+    caller's statement, although a new connection would have served it.
+    """
+    if conn.closed or conn.broken:
+        return False
+    try:
+        poller = select.poll()  # not select.select: that refuses descriptors past FD_SETSIZE
+        poller.register(conn.fileno(), select.POLLIN)
+        return not poller.poll(0)
+    except (OSError, psycopg.Error):
+        return False
+
+
 class ReaderPool:
     """At most `size` autocommit connections shared by reading threads; each query is one snapshot."""
 
@@ -92,7 +110,10 @@ class ReaderPool:
         with self._slots:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
-            if conn is None or conn.closed:
+            if conn is not None and not usable(conn):
+                conn.close()
+                conn = None
+            if conn is None:
                 conn = self._connector.connect()
             try:
                 yield conn

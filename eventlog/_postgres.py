@@ -18,7 +18,7 @@ from ._clock import Clock, to_micros
 from ._errors import ConcurrencyError, IdempotencyConflict, StorageError
 from ._import import ImportTarget
 from ._log import EventLog
-from ._pgconn import Conn, Connector, Listener, ReaderPool
+from ._pgconn import Conn, Connector, Listener, ReaderPool, usable
 from ._record import GENESIS_HASH, Record, expectation_holds
 from ._sqlreads import COLUMNS, SQLReads
 
@@ -105,9 +105,7 @@ class PostgresLog(SQLReads, EventLog):
     def _write_batch(self, batch: list[AppendRequest]) -> None:
         with self._write_lock:
             try:
-                if self._writer is None or self._writer.closed or self._writer.broken:
-                    self._writer = self._connect_writer()
-                conn = self._writer
+                conn = self._live_writer()
                 with conn.transaction():
                     write_group(conn, batch, self.clock, self._hasher, self._channel, self.url)
             except BaseException as e:
@@ -127,9 +125,7 @@ class PostgresLog(SQLReads, EventLog):
         self._check_open()
         with self._write_lock:
             try:
-                if self._writer is None or self._writer.closed or self._writer.broken:
-                    self._writer = self._connect_writer()
-                conn = self._writer
+                conn = self._live_writer()
                 with conn.transaction():
                     conn.execute(_TAKE_HEAD)
                     target = ImportTarget(
@@ -155,6 +151,14 @@ class PostgresLog(SQLReads, EventLog):
         self._readers.close()
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _live_writer(self) -> Conn:
+        """The writer connection, replaced if the server dropped it while idle; hold _write_lock."""
+        if self._writer is None or not usable(self._writer):
+            if self._writer is not None:
+                self._writer.close()
+            self._writer = self._connect_writer()
+        return self._writer
 
     def _connect_writer(self) -> Conn:
         conn = self._connector.connect()

@@ -13,6 +13,8 @@ from eventlog import EventLog, ManualClock, open_log
 
 PG_URL_ENV = "FLIGHTLOG_TEST_PG_URL"
 BACKENDS = ["sqlite-file", "sqlite-memory", "postgres"]
+# The backends several processes can open at once (parametrize `backend` with indirect=True).
+SHARED_BACKENDS = ["sqlite-file", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 def pg_url() -> str | None:
@@ -34,6 +36,17 @@ def pg_unavailable() -> str | None:
     except psycopg.Error as e:
         return f"PostgreSQL at {PG_URL_ENV} is not reachable: {str(e).strip()}"
     return None
+
+
+def new_pg_schema() -> str:
+    """A fresh schema name; a log opened on `pg_schema_url(name)` creates it."""
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+def pg_schema_url(schema: str) -> str:
+    """The test server's URL with `schema` first on the search_path."""
+    base = pg_url() or ""
+    return f"{base}{'&' if '?' in base else '?'}options=-csearch_path%3D{schema}"
 
 
 def drop_pg_schema(schema: str) -> None:
@@ -73,8 +86,8 @@ def log_factory(backend: str, tmp_path) -> Iterator[Callable[..., EventLog]]:
     opened: list[EventLog] = []
     schema = None
     if backend == "postgres":
-        schema = f"t_{uuid.uuid4().hex[:12]}"
-        target = f"{pg_url()}{'&' if '?' in (pg_url() or '') else '?'}options=-csearch_path%3D{schema}"
+        schema = new_pg_schema()
+        target = pg_schema_url(schema)
     elif backend == "sqlite-file":
         target = str(tmp_path / "log.db")
     else:
@@ -93,6 +106,20 @@ def log_factory(backend: str, tmp_path) -> Iterator[Callable[..., EventLog]]:
             log.close()
     if schema is not None:
         drop_pg_schema(schema)
+
+
+@pytest.fixture
+def db_target(backend: str, tmp_path) -> Iterator[str]:
+    """A database that other processes can open too: a SQLite file path, or a PostgreSQL URL
+    naming a fresh schema (created by the first log opened on it, dropped afterwards)."""
+    if backend == "sqlite-file":
+        yield str(tmp_path / "log.db")
+        return
+    if backend != "postgres":
+        raise ValueError(f"{backend}: only one log object can open this database")
+    schema = new_pg_schema()
+    yield pg_schema_url(schema)
+    drop_pg_schema(schema)
 
 
 @pytest.fixture

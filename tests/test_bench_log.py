@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
+from tests.conftest import pg_unavailable, pg_url, require_or_skip
 from tools import _bench_log
 from tools.cli import cli
 
@@ -57,3 +59,36 @@ def test_table_output_marks_each_ratio(tmp_path):
     assert result.exit_code == 0, result.output
     assert "flightlog bench log" in result.stdout
     assert result.stdout.count("PASS") + result.stdout.count("MISS") == len(_bench_log.RATIOS)
+
+
+def test_db_runs_the_flightlog_workloads_on_postgresql_too(tmp_path):
+    if reason := pg_unavailable():
+        require_or_skip(reason)
+    import psycopg
+
+    url = pg_url() or ""
+    bench_schemas = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'flightlog_bench_%'"
+    with psycopg.connect(url, autocommit=True) as conn:
+        before = conn.execute(bench_schemas).fetchone()
+    small = ["--quick", "--json", "--rounds", "1", "--events", "300", "--seconds", "0.05"]
+    result = CliRunner().invoke(cli, ["bench", "log", *small, "--dir", str(tmp_path), "--db", url])
+    assert result.exit_code == 0, result.output
+    report = orjson.loads(result.stdout)
+    on_pg = {name for name in report["figures"] if name.endswith(f".{_bench_log.PG_SIDE}")}
+    assert on_pg == {f"{key}.{_bench_log.PG_SIDE}" for key in _bench_log.PG_LABELS}
+    assert all(report["figures"][name] > 0 for name in on_pg)
+    ratios = report["postgres"]["ratios"]
+    assert set(ratios) == set(_bench_log.PG_LABELS)
+    for key, ratio in ratios.items():
+        expected = report["figures"][f"{key}.postgres"] / report["figures"][f"{key}.flightlog"]
+        assert ratio["value"] == pytest.approx(expected, rel=0.01)
+    assert report["postgres"]["settings"]["synchronous_commit"]
+    assert report["postgres"]["url"].startswith("postgresql://")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(bench_schemas).fetchone() == before  # every temporary schema is dropped
+
+
+def test_db_takes_only_a_postgresql_url(tmp_path):
+    result = CliRunner().invoke(cli, ["bench", "log", "--quick", "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2
+    assert "postgresql://" in result.output

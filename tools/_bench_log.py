@@ -5,10 +5,15 @@ temporary folder, all three sides at `synchronous=FULL` in WAL mode. Write phase
 fixed count or after a few seconds, whichever comes first. Each phase runs `--rounds` times,
 the three sides interleaved, and the best round counts: noise on a shared machine only ever
 slows a run down.
+
+With `--db postgresql://…` the flightlog workloads also run on that PostgreSQL database, each
+in a temporary schema, interleaved with the others; the closing note gives PostgreSQL/SQLite.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import sqlite3
 from collections.abc import Callable
@@ -19,7 +24,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from eventlog import open_log
+from eventlog import EventLogError, open_log
 
 from . import _bench_log_workloads as w
 from ._output import console, emit_json, err_console
@@ -82,6 +87,14 @@ WORKLOADS = [
     ("stream_load", f"load one {w.STREAM_LEN:,}-event stream, decoded"),
 ]
 SIDES = ("raw", "flightlog", "eventsourcing")
+PG_SIDE = "postgres"  # flightlog on PostgreSQL, with --db
+PG_LABELS = {
+    "single": "single events",
+    "batch100": "batch-100",
+    "threads16": "16 threads",
+    "read_all": "full read",
+    "stream_load": "stream load",
+}
 
 NOTES = [
     "raw sqlite3 inserts rows of the same schema with the same data and event ids, but no hash "
@@ -95,15 +108,18 @@ NOTES = [
 Advance = Callable[[str, int, int], object]
 
 
-def run(sizes: Sizes, parent: str | None, advance: Advance) -> dict[str, Any]:
-    """Run every phase and return the figures, ratios and settings as one JSON-able dict."""
+def run(sizes: Sizes, parent: str | None, advance: Advance, pg_url: str | None = None) -> dict[str, Any]:
+    """Run every phase and return the figures, ratios and settings as one JSON-able dict.
+
+    With `pg_url`, the flightlog workloads also run on PostgreSQL (figures `<workload>.postgres`).
+    """
     best: dict[str, float] = {}
 
     def record(name: str, measured: w.Measured) -> None:
         count, elapsed = measured
         best[name] = max(best.get(name, 0.0), count / max(elapsed, 1e-9))
 
-    total_phases = sizes.rounds * 13 + 2
+    total_phases = sizes.rounds * 13 + 2 + (sizes.rounds * 5 + 1 if pg_url else 0)
     steps = iter(range(1, total_phases + 1))
 
     def phase(name: str) -> None:
@@ -118,25 +134,41 @@ def run(sizes: Sizes, parent: str | None, advance: Advance) -> dict[str, Any]:
             phase(f"{key}: flightlog")
             with w.fresh_path(parent, "flightlog.db") as path:
                 record(f"{key}.flightlog", w.log_append(path, total, per, s))
+            if pg_url:
+                phase(f"{key}: flightlog on PostgreSQL")
+                with w.fresh_schema(pg_url) as url:
+                    record(f"{key}.{PG_SIDE}", w.log_append(url, total, per, s))
             phase(f"{key}: eventsourcing")
             with w.fresh_path(parent, "es.db") as path:
                 record(f"{key}.eventsourcing", w.peer_append(path, total, per, s))
         phase("16 threads: flightlog")
         with w.fresh_path(parent, "flightlog.db") as path:
             record("threads16.flightlog", w.log_threads(path, sizes.threads, s))
+        if pg_url:
+            phase("16 threads: flightlog on PostgreSQL")
+            with w.fresh_schema(pg_url) as url:
+                record(f"threads16.{PG_SIDE}", w.log_threads(url, sizes.threads, s))
         phase("16 threads: eventsourcing")
         with w.fresh_path(parent, "es.db") as path:
             record("threads16.eventsourcing", w.peer_threads(path, sizes.threads, s))
 
-    with w.fresh_path(parent, "flightlog.db") as log_path, w.fresh_path(parent, "es.db") as peer_path:
+    with (
+        w.fresh_path(parent, "flightlog.db") as log_path,
+        w.fresh_path(parent, "es.db") as peer_path,
+        w.fresh_schema(pg_url) if pg_url else contextlib.nullcontext("") as pg_target,
+    ):
         log = open_log(log_path, synchronous=w.SYNC)
         peer = w.Peer(peer_path)
+        pg_log = open_log(pg_target) if pg_target else None
         try:
             peer_sync = peer.synchronous()
             phase(f"filling flightlog with {sizes.read:,} events")
             w.fill_log(log, sizes.read, lambda n: advance("", n, sizes.read))
             phase(f"filling eventsourcing with {sizes.read:,} events")
             originators = w.fill_peer(peer, sizes.read, lambda n: advance("", n, sizes.read))
+            if pg_log is not None:
+                phase(f"filling flightlog on PostgreSQL with {sizes.read:,} events")
+                w.fill_log(pg_log, sizes.read, lambda n: advance("", n, sizes.read))
             middle = len(originators) // 2
             stream, originator = w.stream_name(middle * w.STREAM_LEN + 1), originators[middle]
             for _ in range(sizes.rounds):
@@ -156,15 +188,24 @@ def run(sizes: Sizes, parent: str | None, advance: Advance) -> dict[str, Any]:
                     "stream_load.eventsourcing",
                     w.repeat(lambda: w.peer_load(peer, originator), sizes.loads, s),
                 )
+                if pg_log is not None:
+                    phase("full read: flightlog on PostgreSQL read_all + decode")
+                    pg_read = functools.partial(w.log_read_all, pg_log)
+                    record(f"read_all.{PG_SIDE}", w.repeat(pg_read, 50, s / 2, warm=False))
+                    phase("stream load: flightlog on PostgreSQL read + decode")
+                    pg_load = functools.partial(w.log_load, pg_log, stream)
+                    record(f"stream_load.{PG_SIDE}", w.repeat(pg_load, sizes.loads, s))
         finally:
             log.close()
             peer.close()
+            if pg_log is not None:
+                pg_log.close()
 
     ratios = {}
     for key, (label, num, den, target) in RATIOS.items():
         value = best[num] / best[den]
         ratios[key] = {"label": label, "value": round(value, 3), "target": target, "pass": value >= target}
-    return {
+    result: dict[str, Any] = {
         "unit": "events/s",
         "figures": {name: round(rate, 1) for name, rate in sorted(best.items())},
         "ratios": ratios,
@@ -182,17 +223,30 @@ def run(sizes: Sizes, parent: str | None, advance: Advance) -> dict[str, Any]:
         },
         "notes": NOTES,
     }
+    if pg_url:
+        result["postgres"] = {
+            "ratios": {
+                key: {
+                    "label": f"PostgreSQL / SQLite, {label}",
+                    "value": round(best[f"{key}.{PG_SIDE}"] / best[f"{key}.flightlog"], 3),
+                }
+                for key, label in PG_LABELS.items()
+            },
+            "settings": w.pg_settings(pg_url),
+        }
+    return result
 
 
 def report(result: dict[str, Any]) -> None:
     """Print the figures and ratios as tables."""
     fig = result["figures"]
+    pg = result.get("postgres")
     table = Table(title=f"flightlog bench log ({result['unit']}, best of {result['settings']['rounds']})")
     table.add_column("workload")
-    for side in ("raw sqlite3", "flightlog", "eventsourcing"):
+    for side in ("raw sqlite3", "flightlog", "eventsourcing", *(["flightlog on PostgreSQL"] if pg else [])):
         table.add_column(side, justify="right")
     for key, label in WORKLOADS:
-        cells = [fig.get(f"{key}.{side}") for side in SIDES]
+        cells = [fig.get(f"{key}.{side}") for side in (*SIDES, *([PG_SIDE] if pg else []))]
         table.add_row(label, *("-" if c is None else f"{c:,.0f}" for c in cells))
     console.print(table)
     ratios = Table(title="ratios")
@@ -213,6 +267,15 @@ def report(result: dict[str, Any]) -> None:
         f"{st['time_box_seconds']:g} s; full read of {st['read_events']:,} events.",
         soft_wrap=True,
     )
+    if pg:
+        pst = pg["settings"]
+        shown = ", ".join(f"{PG_LABELS[k]} {r['value']:.2f}x" for k, r in pg["ratios"].items())
+        console.print(
+            f"PostgreSQL / SQLite, flightlog on each: {shown}. PostgreSQL {pst['server_version']} at "
+            f"{pg['url']}, fsync {pst['fsync']}, synchronous_commit {pst['synchronous_commit']}; "
+            "each workload in a temporary schema, dropped afterwards.",
+            soft_wrap=True,
+        )
     if "warning" in result:
         console.print(f"[red]warning[/]: {result['warning']}")
 
@@ -227,6 +290,12 @@ def report(result: dict[str, Any]) -> None:
     type=click.Path(file_okay=False, exists=True),
     help="Where the temporary databases go (default: the system's temporary folder).",
 )
+@click.option(
+    "--db",
+    "pg_url",
+    metavar="postgresql://…",
+    help="Also run the flightlog workloads on this PostgreSQL database, each in a temporary schema.",
+)
 @click.option("--events", type=click.IntRange(1), hidden=True, help="Cap every phase at N events.")
 @click.option("--seconds", type=click.FloatRange(0.01), hidden=True, help="Time box of a write phase.")
 def bench_log(
@@ -234,19 +303,24 @@ def bench_log(
     as_json: bool,
     rounds: int | None,
     parent: str | None,
+    pg_url: str | None,
     events: int | None,
     seconds: float | None,
 ) -> None:
     """Append and read throughput: flightlog next to raw sqlite3 and eventsourcing.
 
     Prints events/s for each workload, and the ratios flightlog is meant to reach, each
-    marked PASS or MISS. A full run takes a few minutes.
+    marked PASS or MISS. A full run takes a few minutes. With --db postgresql://…, flightlog
+    on PostgreSQL runs the same workloads in the same run, and the PostgreSQL/SQLite ratios
+    close the report.
 
     \b
     Example:
       flightlog bench log --quick
       flightlog bench log --json > bench.json
+      flightlog bench log --db postgresql://localhost/flightlog
     """
+    shown_url = _check_pg(pg_url) if pg_url else ""
     sizes = QUICK if quick else FULL_RUN
     if events is not None:
         sizes = replace(
@@ -277,10 +351,27 @@ def bench_log(
             else:
                 bar.update(fill, advance=done)
 
-        result = run(sizes, parent, advance)
+        result = run(sizes, parent, advance, pg_url)
+    if pg_url:
+        result["postgres"]["url"] = shown_url
     if result["settings"]["synchronous"]["eventsourcing"] != w.SYNC:
         result["warning"] = "eventsourcing did not run at synchronous=FULL: its figures are not comparable"
     if as_json:
         emit_json(result)
     else:
         report(result)
+
+
+def _check_pg(url: str) -> str:
+    """Fail early, without showing a password, unless `url` opens a log; return it fit to show."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise click.UsageError(
+            "--db takes a postgresql:// URL (the SQLite workloads always run in temporary files; "
+            "--dir says where)"
+        )
+    try:
+        with w.fresh_schema(url) as probe, open_log(probe) as log:
+            shown: str = log.url  # the driver's URL without its password
+    except EventLogError as e:
+        raise click.ClickException(str(e)) from None
+    return shown.rsplit("options=-csearch_path", 1)[0].rstrip("?&")

@@ -3,7 +3,8 @@
 Every function runs one workload on one side and returns `(events, seconds)`. Write workloads
 stop after `total` events or `seconds`, whichever comes first, but always do at least one
 append. All sides produce the same event from the same numbers and run at the same
-durability: WAL and `synchronous=FULL`.
+durability: WAL and `synchronous=FULL`. The flightlog workloads also take a PostgreSQL URL
+(see `fresh_schema`), where a commit is durable when the server's `synchronous_commit` is on.
 """
 
 from __future__ import annotations
@@ -67,6 +68,39 @@ def fresh_path(parent: str | None, name: str) -> Iterator[str]:
     """A database path in a new temporary folder, removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="flightlog-bench-", dir=parent) as folder:
         yield os.path.join(folder, name)
+
+
+@contextlib.contextmanager
+def fresh_schema(url: str) -> Iterator[str]:
+    """`url` with a new schema first on its search_path (the log creates it); dropped afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    schema = f"flightlog_bench_{uuid.uuid4().hex[:12]}"
+
+    def drop() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+    try:
+        yield f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+    except BaseException:
+        with contextlib.suppress(psycopg.Error):
+            drop()  # best effort: the error on its way out is the one to report
+        raise
+    drop()
+
+
+def pg_settings(url: str) -> dict[str, str]:
+    """The server settings a commit's durability and cost depend on."""
+    import psycopg
+
+    settings = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name in ("server_version", "fsync", "synchronous_commit", "wal_sync_method"):
+            row = conn.execute(f"SHOW {name}").fetchone()
+            settings[name] = str(row[0]) if row else "?"
+    return settings
 
 
 def _timed(total: int, seconds: float, step: Callable[[int], int]) -> Measured:

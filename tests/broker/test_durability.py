@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from actors import Broker, ControlMessage, System, token_digest
-from eventlog import EventLog, ManualClock
+from eventlog import EventLog, ManualClock, StorageError
 
-from .conftest import WAIT, take_eventually
+from .conftest import WAIT, queued_signal, take_eventually
 
 
 def database_bytes(path: Path) -> bytes:
@@ -157,3 +157,38 @@ def test_a_take_that_lost_a_race_returns_what_it_recorded(system: System, clock:
         assert system.broker.take_control("r1") == []
     finally:
         stale.close()
+
+
+def test_a_failed_read_does_not_stop_a_system_following_another(
+    log_factory: Callable[..., EventLog], clock: ManualClock, monkeypatch
+) -> None:
+    a = System.open(log_factory(clock=clock), clock=clock, scheduler=False)
+    b = System.open(log_factory(clock=clock), clock=clock, scheduler=False)
+    try:
+        a.broker.create_run("r1")
+        assert b.broker.take_control("r1") == []  # b's actor for r1 is now up with an empty queue
+        follower = next(t for t in b._threads if t.name == "flightlog-follower")
+        failed = threading.Event()
+        read_all = b.log.read_all
+
+        def failing_once(*args, **kwargs):
+            # Only b's follower, and only its next read: the database is away for a moment.
+            if threading.current_thread() is follower and not failed.is_set():
+                failed.set()
+                raise StorageError(b.log.url, "connection lost: the server closed the connection")
+            return read_all(*args, **kwargs)
+
+        monkeypatch.setattr(b.log, "read_all", failing_once)
+        signal, unsubscribe = queued_signal(b.broker, "r1")
+        try:
+            a.broker.push_control("r1", ControlMessage("m1", "steer", "r1"))
+            # Only b's follower can tell b's broker of a's message, and it reads (and so fails)
+            # at least once after the patch before it can see the message.
+            assert signal.wait(WAIT), "b stopped following the log after a failed read"
+        finally:
+            unsubscribe()
+        assert failed.is_set()
+        assert [m.id for m in b.broker.take_control("r1")] == ["m1"]
+    finally:
+        b.close()
+        a.close()

@@ -1,4 +1,5 @@
-"""Many writers on one SQLite file: OS processes and threads, own and shared streams."""
+"""Many writers on one database (a SQLite file, a PostgreSQL schema): OS processes and threads,
+own and shared streams."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import pytest
 
 import eventlog._log
 from eventlog import ConcurrencyError, IdempotencyConflict, NewEvent, open_log
+from tests.conftest import SHARED_BACKENDS
 
 from . import workers
+
+pytestmark = pytest.mark.parametrize("backend", SHARED_BACKENDS, indirect=True)
 
 WAIT = 60.0
 PROCESSES = 4
@@ -23,9 +27,9 @@ OPS = 40
 SHARED = 3
 
 
-def check_log(path: Path, acked: list[str]) -> None:
+def check_log(db: str, acked: list[str]) -> None:
     """Every acknowledged append is stored exactly once, and the log is whole."""
-    with open_log(path) as log:
+    with open_log(db) as log:
         records = list(log.read_all())
         counts = Counter(r.event_id for r in records)
         assert not [i for i in acked if counts[i] != 1], "an acknowledged append is missing or doubled"
@@ -42,8 +46,8 @@ def check_log(path: Path, acked: list[str]) -> None:
         assert result.checked == len(acked)
 
 
-def test_processes_and_threads_append_with_expected_version_retries(tmp_path):
-    db = tmp_path / "log.db"
+def test_processes_and_threads_append_with_expected_version_retries(db_target):
+    db = db_target
     open_log(db).close()  # create the schema once, so the writers race only on appends
     procs = [
         subprocess.Popen(
@@ -51,7 +55,7 @@ def test_processes_and_threads_append_with_expected_version_retries(tmp_path):
                 sys.executable,
                 str(Path(workers.__file__)),
                 "contend",
-                str(db),
+                db,
                 f"p{n}",
                 str(THREADS_PER_PROCESS),
                 str(OPS),
@@ -91,11 +95,11 @@ def test_processes_and_threads_append_with_expected_version_retries(tmp_path):
     check_log(db, acked)
 
 
-def test_group_commit_serves_callers_beyond_one_group(tmp_path, monkeypatch):
+def test_group_commit_serves_callers_beyond_one_group(db_target, monkeypatch):
     # With a group of one, most rounds leave callers queued behind the leader's group; a leader
     # whose own request was not in the group it wrote must keep leading until it is written.
     monkeypatch.setattr(eventlog._log, "MAX_GROUP", 1)
-    db = tmp_path / "log.db"
+    db = db_target
     acked: list[str] = []
     errors: list[BaseException] = []
     with open_log(db) as log:
@@ -115,9 +119,9 @@ def test_group_commit_serves_callers_beyond_one_group(tmp_path, monkeypatch):
     check_log(db, acked)
 
 
-def test_one_callers_failure_does_not_fail_its_group(tmp_path):
+def test_one_callers_failure_does_not_fail_its_group(db_target):
     """Concurrent callers share transactions; each hears only its own outcome."""
-    db = tmp_path / "log.db"
+    db = db_target
     outcomes: Counter[str] = Counter()
     counting = threading.Lock()
     errors: list[BaseException] = []

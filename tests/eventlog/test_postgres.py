@@ -337,3 +337,33 @@ def test_verify_reports_rows_changed_or_removed_behind_the_log(open_pg, url):
     assert log.verify().ok  # a shorter chain is still a chain: only the anchor knows
     result = log.verify(anchor)
     assert (result.ok, result.first_bad_seq) == (False, 5)
+
+
+def test_a_log_outlives_connections_the_server_dropped(open_pg, url):
+    # The server drops every connection of this log (as a restart would, or an administrator):
+    # the next read and append must use fresh connections, not fail on the dead ones.
+    name = f"flightlog_{uuid.uuid4().hex[:12]}"
+    log = open_log(f"{url}&application_name={name}")
+    follower = None
+    try:
+        log.append("run-1", [NewEvent("TaskRegistered")])
+        # An hour-long poll: only the listener (NOTIFY, or its restart) can wake the follower.
+        follower = Follower(log, poll_interval=3600)
+        assert [r.seq for r in follower.take(1)] == [1]
+        with psycopg.connect(url, autocommit=True) as admin:
+            ours = "SELECT pid, query LIKE 'LISTEN%%' FROM pg_stat_activity WHERE application_name = %s"
+            wait_until(lambda: any(listens for _, listens in admin.execute(ours, (name,)).fetchall()))
+            backends = admin.execute(ours, (name,)).fetchall()
+            assert len(backends) >= 3  # the writer, a reader, the listener
+            # The listener last: its reconnection wakes the follower, whose read must then find
+            # every other connection gone. Each call returns once that backend has exited.
+            for pid, _ in sorted(backends, key=lambda b: b[1]):
+                assert admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,)).fetchone() == (True,)
+        assert log.head().seq == 1
+        assert [r.seq for r in log.append("run-1", [NewEvent("RunStarted")])] == [2]
+        assert [r.seq for r in follower.take(1)] == [2]
+        assert log.verify().ok
+    finally:
+        if follower is not None:
+            follower.close()
+        log.close()

@@ -1,4 +1,8 @@
-"""Tampering with the SQLite file behind the log's back: verify() finds the first bad seq."""
+"""Tampering with the database behind the log's back: verify() finds the first bad seq.
+
+The same edits on a SQLite file (with sqlite3) and in a PostgreSQL schema (with psycopg),
+each on a copy of one pristine log.
+"""
 
 from __future__ import annotations
 
@@ -6,52 +10,135 @@ import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from eventlog import ManualClock, NewEvent, open_log
 from eventlog._chain import canonical_bytes, make_hasher
+from tests.conftest import (
+    SHARED_BACKENDS,
+    drop_pg_schema,
+    new_pg_schema,
+    pg_schema_url,
+    pg_unavailable,
+    require_or_skip,
+)
 from tools.cli import cli
 
 EVENTS = 10
 BODY = "seq, stream, version, type, schema, data, meta, event_id, recorded_at"
+ALL = f"{BODY}, prev_hash, hash"
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    """A closed log of ten events in three streams; tests tamper with copies of it."""
-    path = tmp_path_factory.mktemp("tamper") / "pristine.db"
+@dataclass(frozen=True)
+class Db:
+    """A log to tamper with: a SQLite file, or a schema on the PostgreSQL test server."""
+
+    backend: str
+    target: str  # what open_log and the CLI take: a path, or a URL naming the schema
+    schema: str = ""
+
+
+class PgRaw:
+    """A psycopg connection that takes the sqlite3 shape of the edits: `?` placeholders."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, query: str, params: tuple[Any, ...] | None = None) -> Any:
+        return self._conn.execute(query.replace("?", "%s"), params)
+
+
+def _fill(target: str) -> None:
     clock = ManualClock()
-    with open_log(path, clock=clock) as log:
+    with open_log(target, clock=clock) as log:
         for i in range(EVENTS):
             clock.advance(1)
             log.append(f"run-{i % 3}", [NewEvent("Tested", {"n": i}, meta={"actor": "alice"})])
-    return path
+
+
+@pytest.fixture(scope="module", params=SHARED_BACKENDS)
+def pristine(request, tmp_path_factory) -> Iterator[Db]:
+    """A closed log of ten events in three streams; tests tamper with copies of it."""
+    if request.param == "sqlite-file":
+        path = tmp_path_factory.mktemp("tamper") / "pristine.db"
+        _fill(str(path))
+        yield Db("sqlite-file", str(path))
+        return
+    if reason := pg_unavailable():
+        require_or_skip(reason)
+    schema = new_pg_schema()
+    _fill(pg_schema_url(schema))
+    yield Db("postgres", pg_schema_url(schema), schema)
+    drop_pg_schema(schema)
 
 
 @pytest.fixture
-def copy(pristine, tmp_path) -> Path:
-    target = tmp_path / "copy.db"
-    shutil.copyfile(pristine, target)
-    return target
+def make_copy(pristine: Db, tmp_path) -> Iterator[Callable[[], Db]]:
+    """Copies of the pristine log: the file copied, or its rows copied into a fresh schema."""
+    schemas: list[str] = []
+    made = 0
+
+    def make() -> Db:
+        nonlocal made
+        made += 1
+        if pristine.backend == "sqlite-file":
+            target = tmp_path / f"copy{made}.db"
+            shutil.copyfile(pristine.target, target)
+            return Db(pristine.backend, str(target))
+        schema = new_pg_schema()
+        schemas.append(schema)
+        url = pg_schema_url(schema)
+        open_log(url).close()  # the same tables, by the same migration
+        with raw(Db("postgres", url, schema)) as conn:
+            conn.execute(f'INSERT INTO events ({ALL}) SELECT {ALL} FROM "{pristine.schema}".events')
+        return Db("postgres", url, schema)
+
+    yield make
+    for schema in schemas:
+        drop_pg_schema(schema)
+
+
+@pytest.fixture
+def copy(make_copy: Callable[[], Db]) -> Db:
+    return make_copy()
 
 
 @contextmanager
-def raw(path: Path) -> Iterator[sqlite3.Connection]:
-    with closing(sqlite3.connect(path)) as conn, conn:
-        yield conn
+def raw(db: Db) -> Iterator[Any]:
+    """A connection straight to the database, committing when the block ends."""
+    if db.backend == "sqlite-file":
+        with closing(sqlite3.connect(db.target)) as conn, conn:
+            yield conn
+        return
+    import psycopg
+
+    with psycopg.connect(db.target) as pg:  # commits on a clean exit
+        yield PgRaw(pg)
 
 
-def row_hash(conn: sqlite3.Connection, seq: int, prev_hash: str) -> str:
+def fingerprint(db: Db) -> object:
+    """Everything stored: the file's bytes, or every row of the schema's tables."""
+    if db.backend == "sqlite-file":
+        with open(db.target, "rb") as f:
+            return f.read()
+    with raw(db) as conn:
+        events = conn.execute(f"SELECT {ALL} FROM events ORDER BY seq").fetchall()
+        names = conn.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()
+        return events, names
+
+
+def row_hash(conn: Any, seq: int, prev_hash: str) -> str:
     body = conn.execute(f"SELECT {BODY} FROM events WHERE seq = ?", (seq,)).fetchone()
-    # A hand edit stores TEXT; the chain hashes the bytes of the JSON either way.
+    # A hand edit stores TEXT on SQLite; the chain hashes the bytes of the JSON either way.
     body = [v.encode() if isinstance(v, str) and i in (5, 6) else v for i, v in enumerate(body)]
     return make_hasher()(prev_hash, canonical_bytes(*body))
 
 
-def rehash_from(conn: sqlite3.Connection, first: int) -> None:
+def rehash_from(conn: Any, first: int) -> None:
     """Recompute prev_hash and hash from `first` to the end, as a careful forger would."""
     (prev,) = conn.execute("SELECT hash FROM events WHERE seq = ?", (first - 1,)).fetchone()
     for (seq,) in conn.execute("SELECT seq FROM events WHERE seq >= ? ORDER BY seq", (first,)).fetchall():
@@ -60,18 +147,19 @@ def rehash_from(conn: sqlite3.Connection, first: int) -> None:
         prev = h
 
 
-def verify(path: Path, anchor=None):
-    with open_log(path) as log:
+def verify(db: Db, anchor=None):
+    with open_log(db.target) as log:
         return log.verify(anchor)
 
 
-def head_of(path: Path):
-    with open_log(path) as log:
+def head_of(db: Db):
+    with open_log(db.target) as log:
         return log.head()
 
 
 def edit_payload(conn):
     # A TEXT value, as the sqlite3 shell would store it: verify must report it, not crash.
+    # (PostgreSQL reads the literal as bytea: the same bytes.)
     conn.execute("""UPDATE events SET data = '{"n":999}' WHERE seq = 4""")
 
 
@@ -177,18 +265,18 @@ def test_only_an_anchor_catches_truncation_and_rewrites(pristine, copy, tamper, 
 
 def test_an_untouched_copy_verifies_clean(pristine, copy):
     anchor = head_of(pristine)
-    assert copy.read_bytes() == pristine.read_bytes()
+    assert fingerprint(copy) == fingerprint(pristine)
     result = verify(copy, anchor)
     assert result.ok
     assert result.checked == EVENTS
     assert result.head == anchor
 
 
-def test_cli_anchor_then_verify(pristine, copy, tmp_path):
-    clean = tmp_path / "clean.db"
-    shutil.copyfile(pristine, clean)
+def test_cli_anchor_then_verify(pristine, copy, make_copy, tmp_path):
+    clean = make_copy()
+    before = fingerprint(clean)
     runner = CliRunner()
-    anchored = runner.invoke(cli, ["anchor", str(pristine)])
+    anchored = runner.invoke(cli, ["anchor", pristine.target])
     assert anchored.exit_code == 0, anchored.output
     anchor_file = tmp_path / "anchor.txt"
     anchor_file.write_text(anchored.output)
@@ -196,22 +284,22 @@ def test_cli_anchor_then_verify(pristine, copy, tmp_path):
 
     with raw(copy) as conn:
         rewrite_chain(conn)
-    broken = runner.invoke(cli, ["verify", str(copy), "--anchor", str(anchor_file)])
+    broken = runner.invoke(cli, ["verify", copy.target, "--anchor", str(anchor_file)])
     assert broken.exit_code == 1, broken.output
     assert f"seq {EVENTS}" in broken.output
-    unanchored = runner.invoke(cli, ["verify", str(copy)])
+    unanchored = runner.invoke(cli, ["verify", copy.target])
     assert unanchored.exit_code == 0, unanchored.output
 
-    ok = runner.invoke(cli, ["verify", str(clean), "--anchor", str(anchor_file)])
+    ok = runner.invoke(cli, ["verify", clean.target, "--anchor", str(anchor_file)])
     assert ok.exit_code == 0, ok.output
     assert "ok" in ok.output
-    assert clean.read_bytes() == pristine.read_bytes()  # verifying never writes
+    assert fingerprint(clean) == before  # verifying never writes
 
 
 def test_cli_verify_finds_an_edited_payload_without_anchor(copy):
     with raw(copy) as conn:
         edit_payload(conn)
-    result = CliRunner().invoke(cli, ["verify", str(copy), "--json"])
+    result = CliRunner().invoke(cli, ["verify", copy.target, "--json"])
     assert result.exit_code == 1, result.output
     assert '"first_bad_seq": 4' in result.output
 
@@ -220,7 +308,7 @@ def test_hand_edited_rows_still_read(copy):
     with raw(copy) as conn:
         edit_payload(conn)
         edit_meta(conn)
-    with open_log(copy) as log:
+    with open_log(copy.target) as log:
         records = {r.seq: r for r in log.read_all()}
     assert records[4].data == {"n": 999}
     assert records[6].meta == {"actor": "mallory"}

@@ -23,7 +23,7 @@ class ServerProcess:
     The URL is read from the server's own "listening" line, so nothing waits by sleeping.
     """
 
-    def __init__(self, db: Path, operator_token: str | None) -> None:
+    def __init__(self, db: Path | str, operator_token: str | None) -> None:
         env = {k: v for k, v in os.environ.items() if k != "FLIGHTLOG_OPERATOR_TOKEN"}
         env["PYTHONUNBUFFERED"] = "1"
         if operator_token is not None:
