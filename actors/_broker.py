@@ -14,6 +14,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import pykka
+
 from eventlog import Clock, EventLog, Record, decode
 from eventlog.events import BrokerReset
 from projections import Views
@@ -41,6 +43,7 @@ from ._errors import (
     QuorumPendingError,
     RunNotFoundError,
 )
+from ._run_call import AsRun, NotifyingFuture, RunCall
 from ._run_decider import (
     RUNS,
     DeleteRun,
@@ -69,11 +72,26 @@ class Take:
 
 
 class RunActor(AggregateActor[RunState]):
-    def __init__(self, log: EventLog, clock: Clock, id: str, on_queued: Callable[[str], object]) -> None:
+    """A run's actor; `seen[id]` is the version it has reached, for the follower to read."""
+
+    def __init__(
+        self, log: EventLog, clock: Clock, id: str, on_queued: Callable[[str], object], seen: dict[str, int]
+    ) -> None:
         super().__init__(log, clock, RUNS, id)
         self._on_queued = on_queued
+        self._seen = seen
+
+    @staticmethod
+    def _create_future() -> pykka.Future[Any]:
+        # pykka's hook for the futures `ask` returns: these can also call back (RunCall).
+        return NotifyingFuture()
 
     def handle(self, message: Any) -> Any:
+        if isinstance(message, AsRun):
+            state = self.state
+            if not (state.exists and hmac.compare_digest(message.token_sha256, state.token_sha256)):
+                return False, None
+            return True, self.on_receive(message.message)
         if isinstance(message, Take):
             if self.state.exists and not self.state.queue:
                 return []
@@ -95,8 +113,12 @@ class RunActor(AggregateActor[RunState]):
         return state
 
     def on_changed(self, records: list[Record]) -> None:
+        self._seen[self.id] = self.version
         if any(r.type == "ControlQueued" for r in records):
             self._on_queued(self.id)
+
+    def on_stop(self) -> None:
+        self._seen.pop(self.id, None)
 
 
 class Broker:
@@ -116,7 +138,11 @@ class Broker:
         self.clock = clock
         self.approvals = approvals
         self.queue_limit = queue_limit
-        self._dir = Directory(lambda id: RunActor.start(log, clock, id, self._signal))
+        # Versions the running actors have reached (their own appends included): the follower
+        # tells an actor to refresh only about records it has not seen. An actor writes its
+        # own entry after its state moved; a stale entry is only ever too low.
+        self._seen: dict[str, int] = {}
+        self._dir = Directory(lambda id: RunActor.start(log, clock, id, self._signal, self._seen))
         self._issued: dict[str, str] = {}  # run id -> raw token, for tokens issued here
         self._lock = threading.Lock()
         self._listeners: dict[str, set[Callable[[], object]]] = {}
@@ -280,6 +306,28 @@ class Broker:
     def report(self, report: Report) -> None:
         self._exec(report.run_id, RecordReport(report.state, report.payload))
 
+    def call_as_run(
+        self, run_id: str, token: str, write: Report | Finish | Reply | None, done: Callable[[], object]
+    ) -> RunCall:
+        """Start a write of `run_id` checked against its `token` (None: a heartbeat), without blocking.
+
+        The token check and the write are one message to the run's actor: no other command of
+        the run comes between them. `done()` is called once the answer is in; the call's
+        result is then `(authorized, _)`, authorized only if the write was recorded (committed).
+        """
+        if isinstance(write, Report):
+            command: object = RecordReport(write.state, write.payload)
+        elif isinstance(write, Finish):
+            command = RecordFinish(write.status, write.summary, write.files_changed, write.payload)
+        elif isinstance(write, Reply):
+            command = RecordReply(write.to, write.payload)
+        else:
+            command = Heartbeat()
+        if not token or not _storable(run_id):
+            return RunCall(self._dir, run_id, None, done, (False, None))
+        message = AsRun(token_digest(token), Execute(command, {"actor": f"run:{run_id}"}))
+        return RunCall(self._dir, run_id, message, done)
+
     def finish(self, finish: Finish) -> None:
         self._exec(
             finish.run_id, RecordFinish(finish.status, finish.summary, finish.files_changed, finish.payload)
@@ -378,7 +426,8 @@ class Broker:
         """Follower hook: another writer appended to a run stream."""
         from ._aggregate import Refresh
 
-        self._dir.tell_if_running(record.stream_id, Refresh())
+        if self._seen.get(record.stream_id, 0) < record.version:
+            self._dir.tell_if_running(record.stream_id, Refresh(record.version))
         if record.type == "ControlQueued":
             self._signal(record.stream_id)
 

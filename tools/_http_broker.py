@@ -2,15 +2,18 @@
 
 Every rule is the seed's (spec §1.9): the method guard first, then run credentials from the
 JSON body (POST) or the query (GET), then the handler; plain-text errors, JSON successes.
-Blocking broker calls run in the thread pool; a long poll waits on an asyncio event that the
-broker's queue listener sets, so a waiting poll holds no thread.
+Blocking broker calls run in the thread pool; a run's writes (report, finish, reply,
+heartbeat) instead go to its actor as one message with the token check, whose answer wakes
+the loop directly. A long poll waits on an asyncio event that
+the broker's queue listener sets, so a waiting poll holds no thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any, TypeVar
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -107,6 +110,30 @@ class BrokerRoutes:
             raise WireError(401, "unauthorized")
         return body, raw
 
+    async def write_as_run(
+        self, request: Request, build: Callable[[Body, bytes], Report | Finish | Reply | None]
+    ) -> None:
+        """Authenticate and record the write `build` makes of the body, in one step of the run's actor.
+
+        The answers are those of `authenticated` followed by the write: a field of the wrong
+        type is a 400 only for a caller whose credentials check out, else a 401.
+        """
+        raw = await read_body(request)
+        body = parse_object(raw)
+        run_id = string_field(body, "run_id")
+        token = string_field(body, "token")
+        if not run_id or not token:
+            raise WireError(401, "unauthorized: missing run_id or token")
+        try:
+            write = build(body, raw)
+        except WireError:
+            if not await run_in_threadpool(self.broker.authenticate, run_id, token):
+                raise WireError(401, "unauthorized") from None
+            raise
+        authorized, _ = await answer(lambda done: self.broker.call_as_run(run_id, token, write, done))
+        if not authorized:
+            raise WireError(401, "unauthorized")
+
     # -- handlers ------------------------------------------------------------------------
 
     async def health(self, request: Request) -> Response:
@@ -125,8 +152,7 @@ class BrokerRoutes:
         return json_response({"token": token, "run_id": run_id}, headers={"Cache-Control": "no-store"})
 
     async def heartbeat(self, request: Request) -> Response:
-        body, _ = await self.authenticated(request)
-        await call(self.broker.heartbeat, string_field(body, "run_id"), missing=(401, "unauthorized"))
+        await self.write_as_run(request, lambda body, raw: None)
         return text_ok()
 
     async def push_control(self, request: Request) -> Response:
@@ -177,27 +203,32 @@ class BrokerRoutes:
         return json_response([m.to_json() for m in messages])
 
     async def report(self, request: Request) -> Response:
-        body, raw = await self.authenticated(request)
-        report = Report(string_field(body, "run_id"), string_field(body, "state"), raw_member(raw, "payload"))
-        await call(self.broker.report, report)
+        def build(body: Body, raw: bytes) -> Report:
+            return Report(
+                string_field(body, "run_id"), string_field(body, "state"), raw_member(raw, "payload")
+            )
+
+        await self.write_as_run(request, build)
         return json_response({"ok": True})
 
     async def finish(self, request: Request) -> Response:
-        body, raw = await self.authenticated(request)
-        finish = Finish(
-            string_field(body, "run_id"),
-            string_field(body, "status"),
-            string_field(body, "summary"),
-            strings_field(body, "files_changed"),
-            raw_member(raw, "payload"),
-        )
-        await call(self.broker.finish, finish)
+        def build(body: Body, raw: bytes) -> Finish:
+            return Finish(
+                string_field(body, "run_id"),
+                string_field(body, "status"),
+                string_field(body, "summary"),
+                strings_field(body, "files_changed"),
+                raw_member(raw, "payload"),
+            )
+
+        await self.write_as_run(request, build)
         return json_response({"ok": True})
 
     async def reply(self, request: Request) -> Response:
-        body, raw = await self.authenticated(request)
-        reply = Reply(string_field(body, "run_id"), string_field(body, "to"), raw_member(raw, "payload"))
-        await call(self.broker.reply, reply)
+        def build(body: Body, raw: bytes) -> Reply:
+            return Reply(string_field(body, "run_id"), string_field(body, "to"), raw_member(raw, "payload"))
+
+        await self.write_as_run(request, build)
         return json_response({"ok": True})
 
     async def permission_request(self, request: Request) -> Response:
@@ -247,8 +278,15 @@ async def call(
     `missing` is the answer to RunNotFoundError: a status and a message (None: the error's
     own text, `run not found: <id>`).
     """
-    try:
+    with refusals(missing):
         return await run_in_threadpool(fn, *args)
+
+
+@contextlib.contextmanager
+def refusals(missing: tuple[int, str | None] = (404, "run not found")) -> Iterator[None]:
+    """The broker's refusals raised inside, turned into HTTP errors (`missing` as in `call`)."""
+    try:
+        yield
     except RunNotFoundError as e:
         status, message = missing
         raise WireError(status, message if message is not None else str(e)) from None
@@ -260,6 +298,37 @@ async def call(
         raise WireError(503, "busy: try again") from None
     except (BrokerError, ValueError) as e:
         raise WireError(400, str(e)) from None
+
+
+class Answerable(Protocol):
+    """What the broker's non-blocking calls return (`actors.Broker.call_as_run` and the like)."""
+
+    def result(self) -> Any: ...
+
+
+async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
+    """The result of a RunCall that `start(done)` begins, awaited without holding a thread.
+
+    Its refusals are turned into HTTP errors as `call` turns them.
+    """
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[None] = loop.create_future()
+
+    def done() -> None:
+        # Called from the run actor's thread (or right here): hand over to the loop.
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle, answered)
+
+    with refusals():
+        run_call = start(done)
+    await answered
+    with refusals():
+        return run_call.result()
+
+
+def _settle(answered: asyncio.Future[None]) -> None:
+    if not answered.done():
+        answered.set_result(None)
 
 
 async def wait_unless_disconnected(event: asyncio.Event, receive: Receive, timeout: float) -> bool:
