@@ -21,10 +21,12 @@ def bench() -> None:
 
 def register(cli: click.Group) -> None:
     from ._bench_approvals import bench_approvals
+    from ._bench_broker import bench_broker
     from ._bench_log import bench_log
     from ._bench_replay import bench_replay
 
     bench.add_command(bench_log)
     bench.add_command(bench_approvals)
     bench.add_command(bench_replay)
+    bench.add_command(bench_broker)
     cli.add_command(bench)

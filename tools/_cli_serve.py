@@ -87,6 +87,11 @@ def _operator_token_digest() -> str:
     "--approval-timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True)
 )
 @click.option(
+    "--queue-limit",
+    type=click.IntRange(1),
+    help="Undelivered control messages a run may hold; a push past it gets 429 (default: 1000).",
+)
+@click.option(
     "--access-log/--no-access-log", default=True, show_default=True, help="Log each request (no query)."
 )
 @click.option(
@@ -96,7 +101,13 @@ def _operator_token_digest() -> str:
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
 )
 def serve_cmd(
-    db: str, host: str, port: int, approval_timeout: float, access_log: bool, log_level: str
+    db: str,
+    host: str,
+    port: int,
+    approval_timeout: float,
+    queue_limit: int | None,
+    access_log: bool,
+    log_level: str,
 ) -> None:
     """Serve the broker's wire protocol and the operator API over DB until SIGINT or SIGTERM.
 
@@ -122,6 +133,8 @@ def serve_cmd(
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         system = System.open(db, approval_timeout=approval_timeout)
+        if queue_limit is not None:
+            system.broker.queue_limit = queue_limit
         try:
             if not stop:
                 _serve(create_app(system, operator_token_sha256=digest), host, port, access_log, log_level)

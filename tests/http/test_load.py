@@ -1,0 +1,216 @@
+"""Load: a thousand long polls held open on a real server while other agents keep reporting.
+
+One `flightlog serve` process on loopback, one asyncio client with a connection for every
+request in flight. Every acknowledged report must be in the log exactly once, every poll
+must complete, every pushed message must reach its poller exactly once, and a run's control
+queue must refuse (429) a push past its bound without appending or losing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import resource
+import secrets
+from collections import Counter
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from eventlog import open_log
+from tools._bench_broker import ServerProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+POLLERS = 1000
+TARGET_EVERY = 10  # every tenth poller is pushed messages
+PUSHES_PER_TARGET = 2
+REPORTERS = 8
+MIN_REPORTS = 200  # reports acknowledged at least, all while the polls are held
+QUEUE_LIMIT = 5
+CLIENTS = 20
+WITHIN = 60.0  # seconds the whole load may take: the test fails rather than hangs
+
+
+@pytest.fixture
+def nofile():
+    """Room for two thousand sockets and then some: the soft limit raised to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 3 * POLLERS + 500
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {wanted}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.fixture
+def served(tmp_path, nofile):
+    """A server (started after the limit was raised: it inherits it) and its operator token."""
+    token = secrets.token_hex(16)
+    db = tmp_path / "load.db"
+    server = ServerProcess(str(db), token, ("--queue-limit", str(QUEUE_LIMIT)))
+    yield server, token, db
+    server.close()
+
+
+class Load:
+    """The client side of the run: what was acknowledged, polled and pushed.
+
+    Requests are spread over several clients by run: one httpx pool of a thousand connections
+    spends more time looking through its connections than the server spends answering.
+    """
+
+    def __init__(self, clients: list[httpx.AsyncClient], operator: dict[str, str]) -> None:
+        self.clients = clients
+        self.operator = operator
+        self.tokens: dict[str, str] = {}
+        self.acked: list[tuple[str, int]] = []  # (run, n) of every acknowledged report
+        self.received: dict[str, list[str]] = {}  # poller run -> message ids, in arrival order
+        self.polls = 0
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.all_polling = asyncio.Event()
+        self.pushed = asyncio.Event()
+        self.reported = asyncio.Event()
+
+    async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
+        client = self.clients[hash(body.get("run_id")) % len(self.clients)]
+        response = await client.post(path, content=orjson.dumps(body), headers=headers)
+        assert response.status_code == 200, (path, response.status_code, response.text)
+        return response.json() if response.headers["content-type"] == "application/json" else None
+
+    async def register(self, run_id: str) -> None:
+        self.tokens[run_id] = (await self.post("/register", {"run_id": run_id}))["token"]
+
+    async def poll(self, run_id: str) -> list[dict[str, Any]]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        if self.most_in_flight == POLLERS:
+            self.all_polling.set()
+        try:
+            messages = await self.post("/poll-control", {"run_id": run_id, "token": self.tokens[run_id]})
+        finally:
+            self.in_flight -= 1
+        self.polls += 1
+        return list(messages or [])
+
+    async def poller(self, run_id: str) -> None:
+        """Poll until every push was sent, and once more: whatever was queued arrives by then."""
+        got = self.received.setdefault(run_id, [])
+        while True:
+            pushes_done = self.pushed.is_set()
+            got.extend(m["id"] for m in await self.poll(run_id))
+            if pushes_done:
+                return
+
+    async def reporter(self, run_id: str) -> None:
+        """Report until the polls are done and MIN_REPORTS were acknowledged (all reporters together)."""
+        token = self.tokens[run_id]
+        n = 0
+        while not (self.reported.is_set() and len(self.acked) >= MIN_REPORTS):
+            body = {"run_id": run_id, "token": token, "state": "working", "payload": {"n": n}}
+            assert await self.post("/report", body) == {"ok": True}
+            self.acked.append((run_id, n))
+            n += 1
+
+    async def pusher(self, targets: list[str]) -> None:
+        # Pushed only once every poll is in flight, so most messages wake a waiting poll.
+        await self.all_polling.wait()
+
+        async def push(run_id: str) -> None:
+            for k in range(PUSHES_PER_TARGET):
+                message = {"id": f"{run_id}/{k}", "type": "steer", "run_id": run_id, "payload": {"k": k}}
+                assert await self.post("/push-control", message, self.operator) == {"queued": True}
+
+        await asyncio.gather(*(push(run_id) for run_id in targets))
+        self.pushed.set()
+
+
+async def drive(url: str, operator_token: str) -> Load:
+    # Room for every request in flight at once: a thousand polls, the reporters, the pusher.
+    # The server closes a connection idle for 5 s: the clients drop theirs well before, so no
+    # request is ever sent on a connection the server is closing (it could not be retried).
+    per_client = (POLLERS + REPORTERS) // CLIENTS + 20
+    limits = httpx.Limits(
+        max_connections=per_client, max_keepalive_connections=per_client, keepalive_expiry=1.0
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0))
+            for _ in range(CLIENTS)
+        ]
+        load = Load(clients, {"Authorization": f"Bearer {operator_token}"})
+        pollers = [f"poller-{i:04d}" for i in range(POLLERS)]
+        reporters = [f"reporter-{i}" for i in range(REPORTERS)]
+        for start in range(0, len(pollers), 100):
+            await asyncio.gather(*(load.register(r) for r in pollers[start : start + 100]))
+        await asyncio.gather(*(load.register(r) for r in reporters))
+        targets = pollers[::TARGET_EVERY]
+
+        reporting = [asyncio.create_task(load.reporter(r)) for r in reporters]
+        await asyncio.gather(load.pusher(targets), *(load.poller(r) for r in pollers))
+        load.reported.set()
+        await asyncio.gather(*reporting)
+        return load
+
+
+async def bounded_queue(url: str, operator_token: str) -> None:
+    """Past the bound, a push is refused with 429; nothing is appended, nothing queued is lost."""
+    operator = {"Authorization": f"Bearer {operator_token}"}
+    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        token = (await client.post("/register", json={"run_id": "bounded"})).json()["token"]
+
+        async def push(message_id: str) -> httpx.Response:
+            body = {"id": message_id, "type": "steer", "run_id": "bounded"}
+            return await client.post("/push-control", json=body, headers=operator)
+
+        async def logged() -> int:
+            verified = (await client.get("/api/v1/verify", headers=operator)).json()
+            assert verified["ok"] is True
+            return int(verified["checked"])
+
+        for i in range(QUEUE_LIMIT):
+            assert (await push(f"b{i}")).json() == {"queued": True}
+        before = await logged()
+        for i in range(3):
+            refused = await push(f"over{i}")
+            assert refused.status_code == 429, refused.text
+        assert await logged() == before  # no event for any refused push
+        detail = (await client.get("/api/v1/runs/bounded", headers=operator)).json()
+        assert [m["id"] for m in detail["control_queue"]] == [f"b{i}" for i in range(QUEUE_LIMIT)]
+        polled = (await client.post("/poll-control", json={"run_id": "bounded", "token": token})).json()
+        assert [m["id"] for m in polled] == [f"b{i}" for i in range(QUEUE_LIMIT)]
+        assert (await push("after")).json() == {"queued": True}  # drained: room again
+
+
+def test_a_thousand_long_polls_while_agents_report(served):
+    server, operator_token, db = served
+    url = f"http://127.0.0.1:{server.port}"
+    load = asyncio.run(asyncio.wait_for(drive(url, operator_token), WITHIN))
+    asyncio.run(asyncio.wait_for(bounded_queue(url, operator_token), WITHIN))
+    server.close()  # a clean stop: the log is read below from the file alone
+
+    # Every poll completed, and a thousand were in flight at once.
+    assert load.most_in_flight == POLLERS
+    assert load.in_flight == 0
+    assert load.polls >= POLLERS * 2
+    # Each pushed message reached its poller exactly once; nobody else got anything.
+    for i, (run_id, got) in enumerate(sorted(load.received.items())):
+        expected = [f"{run_id}/{k}" for k in range(PUSHES_PER_TARGET)] if i % TARGET_EVERY == 0 else []
+        assert sorted(got) == expected, run_id
+    # Every acknowledged report is in the log exactly once, and nothing else was reported.
+    assert len(load.acked) >= MIN_REPORTS
+    log = open_log(db)
+    try:
+        recorded = Counter(
+            (r.data["run_id"], orjson.loads(r.data["payload"])["n"])
+            for r in log.read_all()
+            if r.type == "RunReported"
+        )
+        assert log.verify().ok
+    finally:
+        log.close()
+    assert recorded == Counter(load.acked)

@@ -1,0 +1,47 @@
+"""`flightlog bench broker` runs end to end and reports every figure (timings are never asserted)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from tools.cli import cli
+
+
+def test_quick_json_reports_every_figure(tmp_path):
+    args = ["bench", "broker", "--quick", "--json", "--dir", str(tmp_path)]
+    args += ["--agents", "2", "--reports", "20", "--seconds", "0.5", "--pushes", "3", "--rounds", "1"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+
+    figures = out["figures"]
+    assert set(figures) == {
+        "reports.durable_per_s",
+        "reports.durable_per_s_median",
+        "raw.commits_per_s",
+        "delivery.p50_ms",
+        "delivery.p99_ms",
+        "delivery.max_ms",
+    }
+    for name, value in figures.items():
+        assert value > 0, name
+    assert out["ratios"]["reports_vs_raw_commits"]["value"] > 0
+    assert set(out["targets"]) == {"reports_per_s", "delivery_p99_ms"}
+    for target in out["targets"].values():
+        assert target["value"] > 0
+        assert isinstance(target["pass"], bool)
+    settings = out["settings"]
+    assert (settings["synchronous"], settings["agents"], settings["pushes"]) == ("FULL", 2, 3)
+    assert list(tmp_path.iterdir()) == []  # every temporary database is gone
+
+
+def test_the_table_names_both_targets(tmp_path):
+    args = ["bench", "broker", "--quick", "--dir", str(tmp_path)]
+    args += ["--agents", "2", "--reports", "10", "--seconds", "0.5", "--pushes", "2", "--rounds", "1"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "raw sqlite3: single-row commits/s" in result.output
+    assert "durable reports/s" in result.output
+    assert "PASS" in result.output or "MISS" in result.output
