@@ -21,18 +21,24 @@ def test_readme_opens_with_exactly_the_two_commands():
     head = (ROOT / "README.md").read_text().split("## ", 1)[0]
     assert head.count("```bash") == 1, "the first lines hold one block with the two commands"
     install_demo, install_test = readme_commands()[:2]
-    assert install_demo.startswith("pip install") and install_demo.endswith("flightlog demo")
-    assert install_test.startswith("pip install") and install_test.endswith("pytest")
+    assert install_demo.startswith("pip install")
+    assert install_demo.endswith("flightlog demo")
+    assert install_test.startswith("pip install")
+    assert install_test.endswith("pytest")
 
 
 def test_ci_runs_the_readme_test_command():
     script = (ROOT / ".ci" / "run").read_text()
     extracted = subprocess.run(
         ["bash", "-c", "awk '/^```bash/{b=1; next} /^```/{if(b) exit} b' README.md | sed -n 2p"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert extracted == readme_commands()[1]
-    assert "test_cmd" in script and "pytest" in extracted
+    assert "test_cmd" in script
+    assert "pytest" in extracted
 
 
 def test_demo_auto_runs_on_a_fresh_folder(tmp_path):
@@ -42,10 +48,14 @@ def test_demo_auto_runs_on_a_fresh_folder(tmp_path):
     assert demo == "flightlog demo"
     proc = subprocess.run(
         [sys.executable, "-m", "tools.cli", "demo", "--auto", "--port", "0"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=110,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=110,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "COLUMNS": "120", "HOME": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verify: ok" in proc.stdout
-    assert "reject" in proc.stdout and "approve" in proc.stdout
+    assert "reject" in proc.stdout
+    assert "approve" in proc.stdout
     assert (tmp_path / "flightlog-demo.db").exists()

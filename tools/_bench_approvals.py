@@ -32,7 +32,7 @@ from rich.table import Table
 from actors import ApprovalRequest, System
 from eventlog import NewEvent, open_log
 
-from ._output import console, emit_json, err_console
+from ._output import console, emit_json, with_status
 
 SYNC = "FULL"
 WAIT = 60.0  # seconds any one step may take before the benchmark gives up
@@ -423,11 +423,7 @@ def bench_approvals(
         rounds=rounds or sizes.rounds,
     )
 
-    if err_console.is_terminal:
-        with err_console.status("bench approvals") as status:
-            result = run(sizes, parent, status.update)
-    else:
-        result = run(sizes, parent, lambda what: None)
+    result = with_status("bench approvals", lambda update: run(sizes, parent, update))
     if as_json:
         emit_json(result)
     else:

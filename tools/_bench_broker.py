@@ -37,7 +37,7 @@ from rich.table import Table
 
 from . import _bench_log_workloads as w
 from ._bench_approvals import percentile
-from ._output import console, emit_json, err_console
+from ._output import console, emit_json, with_status
 
 WAIT = 60.0  # seconds any one step may take before the benchmark gives up
 TOKEN_ENV = "FLIGHTLOG_OPERATOR_TOKEN"
@@ -465,11 +465,7 @@ def bench_broker(
         pushes=pushes or sizes.pushes,
         rounds=rounds or sizes.rounds,
     )
-    if err_console.is_terminal:
-        with err_console.status("bench broker") as status:
-            result = run(sizes, parent, status.update)
-    else:
-        result = run(sizes, parent, lambda what: None)
+    result = with_status("bench broker", lambda update: run(sizes, parent, update))
     if as_json:
         emit_json(result)
     else:

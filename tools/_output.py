@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 import orjson
@@ -48,3 +49,14 @@ def parse_anchor(text: str) -> Head:
         return Head(int(seq), h)
     except (ValueError, KeyError, orjson.JSONDecodeError) as e:
         raise click.BadParameter(f"not an anchor (expected 'SEQ HASH'): {text[:80]!r}") from e
+
+
+T = TypeVar("T")
+
+
+def with_status(label: str, work: Callable[[Callable[[str], object]], T]) -> T:
+    """Run `work(update)`, showing its progress line on a terminal's stderr (silently elsewhere)."""
+    if err_console.is_terminal:
+        with err_console.status(label) as status:
+            return work(status.update)
+    return work(lambda what: None)

@@ -20,8 +20,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("FLIGHTLOG_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = ROOT / "artifacts" / "console"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 REQUIRED = os.environ.get("FLIGHTLOG_REQUIRE_SERVICES") == "1"  # .ci/run: a missing browser fails
@@ -69,8 +74,20 @@ def shot(page, name: str) -> None:
 def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_path):
     url, token, system = served
     agent = subprocess.Popen(
-        [sys.executable, "-m", "tools.demo_agent", "--url", url, "--run-id", "deployer", "--role", "deployer"],
-        cwd=ROOT, env={**os.environ, "FLIGHTLOG_RUN_TOKEN": make_token()}, stdout=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "tools.demo_agent",
+            "--url",
+            url,
+            "--run-id",
+            "deployer",
+            "--role",
+            "deployer",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "FLIGHTLOG_RUN_TOKEN": make_token()},
+        stdout=subprocess.DEVNULL,
     )
     try:
         # 1. Log in with the operator token.
@@ -84,7 +101,8 @@ def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_pa
         # 2. The approval the agent asked for shows up, with its digest and countdown.
         card = page.locator("#approvals li", has_text="kubectl rollout restart")
         card.wait_for()
-        assert "digest" in card.inner_text() and "expires in" in card.inner_text()
+        assert "digest" in card.inner_text()
+        assert "expires in" in card.inner_text()
         shot(page, "2-pending")
 
         # 3. Approve it (with confirmation); it leaves the pending list.
@@ -125,7 +143,7 @@ def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_pa
 
 
 def test_the_console_refuses_a_wrong_token_and_cross_site_decisions(served, page):
-    url, token, system = served
+    url, token, _ = served
     page.goto(f"{url}/ui/")
     page.fill("#login-name", "mallory")
     page.fill("#login-token", "not-the-token")
@@ -140,4 +158,5 @@ def test_the_console_refuses_a_wrong_token_and_cross_site_decisions(served, page
     )
     assert status == 401
     cookie = next(c for c in page.context.cookies() if c["name"] == "flightlog_session")
-    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert cookie["httpOnly"]
+    assert cookie["sameSite"] == "Strict"
