@@ -1,0 +1,204 @@
+"""The SQLite write path: one group-commit transaction, every caller's append inside it."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records
+from ._chain import Hasher
+from ._clock import Clock, to_micros
+from ._errors import (
+    ConcurrencyError,
+    IdempotencyConflict,
+)
+from ._record import GENESIS_HASH, expectation_holds
+from ._sqlreads import COLUMNS
+
+_INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+
+
+class KnownVersions:
+    """Stream versions as of a head this writer committed, so appends skip SELECT MAX(version).
+
+    Valid only while the log's head is still that head: another connection or process that
+    commits moves the head, and the next group starts from an empty cache. Not thread-safe:
+    only the writer, under the connection lock, uses it.
+    """
+
+    LIMIT = 10_000  # streams remembered at most; beyond that the cache starts over
+
+    def __init__(self) -> None:
+        self.versions: dict[str, int] = {}
+        self._head: tuple[int, str] | None = None
+        self._written: tuple[int, str] | None = None
+
+    def at(self, head_seq: int, head_hash: str) -> dict[str, int]:
+        """The versions to use for a group starting at this head (empty if the head moved)."""
+        if self._head != (head_seq, head_hash) or len(self.versions) > self.LIMIT:
+            self.versions.clear()
+        self._head = self._written = None
+        return self.versions
+
+    def written(self, head_seq: int, head_hash: str) -> None:
+        self._written = (head_seq, head_hash)
+
+    def committed(self) -> None:
+        self._head = self._written
+
+    def forget(self) -> None:
+        self.versions.clear()
+        self._head = self._written = None
+
+
+def write_group(
+    conn: sqlite3.Connection,
+    batch: list[AppendRequest],
+    clock: Clock,
+    hasher: Hasher,
+    known: KnownVersions | None = None,
+) -> None:
+    """Write every request of `batch` inside the caller's open transaction.
+
+    The rows of the whole group go in with one INSERT. When that hits a UNIQUE constraint
+    (a retried event_id), the group is rolled back and written request by request, which
+    tells each caller its own outcome.
+    """
+    last = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+    head_seq, head_hash, head_us = last if last else (0, GENESIS_HASH, 0)
+    # recorded_at never goes backwards along seq, so "as of a time" is a prefix of the log.
+    now_us = max(to_micros(clock.now()), head_us)
+    versions = known.at(head_seq, head_hash) if known is not None else {}
+    # One row cannot half-fail; more are undone together if one of them breaks a constraint.
+    guard = sum(len(req.events) for req in batch) > 1
+    if guard:
+        conn.execute("SAVEPOINT grp")
+    try:
+        seq, prev = _write_together(conn, batch, head_seq, head_hash, now_us, hasher, versions)
+    except sqlite3.IntegrityError:
+        if guard:
+            conn.execute("ROLLBACK TO grp")
+            conn.execute("RELEASE grp")
+        versions.clear()
+        for req in batch:
+            req.result = req.error = None
+        seq, prev = _write_each(conn, batch, head_seq, head_hash, now_us, hasher, versions)
+    else:
+        if guard:
+            conn.execute("RELEASE grp")
+    if known is not None:
+        known.written(seq, prev)
+
+
+def _write_together(
+    conn: sqlite3.Connection,
+    batch: list[AppendRequest],
+    seq: int,
+    prev: str,
+    now_us: int,
+    hasher: Hasher,
+    versions: dict[str, int],
+) -> tuple[int, str]:
+    """Chain the rows of every request and insert them at once; returns the new head."""
+    chained: list[tuple[AppendRequest, list[Row]]] = []
+    pending: list[Row] = []
+    for req in batch:
+        version = versions.get(req.stream)
+        if version is None:
+            version = _stream_version(conn, req.stream)
+        if not expectation_holds(req.expect, version):
+            if pending:  # a retry may match rows chained earlier in this group: store them first
+                conn.executemany(_INSERT, pending)
+                pending = []
+            _refuse(conn, req, version)
+        elif not req.events:
+            req.result = []
+        else:
+            rows = chain_rows(req.stream, version, req.events, seq, prev, now_us, hasher)
+            chained.append((req, rows))
+            pending.extend(rows)
+            seq, prev = rows[-1][0], rows[-1][10]
+            versions[req.stream] = rows[-1][2]
+    if pending:
+        conn.executemany(_INSERT, pending)
+    for req, rows in chained:
+        req.result = rows_to_records(rows)
+    return seq, prev
+
+
+def _stream_version(conn: sqlite3.Connection, stream: str) -> int:
+    row = conn.execute("SELECT MAX(version) FROM events WHERE stream = ?", (stream,)).fetchone()
+    return int(row[0] or 0)
+
+
+def _refuse(conn: sqlite3.Connection, req: AppendRequest, version: int) -> None:
+    """Settle a request whose expectation failed: an idempotent retry, or a ConcurrencyError."""
+    try:
+        req.result = _retry_or_none(conn, req)
+        if req.result is None:
+            req.error = ConcurrencyError(req.stream, req.expect, version)
+    except IdempotencyConflict as e:  # this caller's error, not the group's
+        req.error = e
+
+
+def _write_each(
+    conn: sqlite3.Connection,
+    batch: list[AppendRequest],
+    head_seq: int,
+    head_hash: str,
+    now_us: int,
+    hasher: Hasher,
+    versions: dict[str, int],
+) -> tuple[int, str]:
+    """Write the requests one INSERT each, settling retries; returns the new head."""
+    for req in batch:
+        version = versions.get(req.stream)
+        if version is None:
+            version = (
+                conn.execute("SELECT MAX(version) FROM events WHERE stream = ?", (req.stream,)).fetchone()[0]
+                or 0
+            )
+        if not expectation_holds(req.expect, version):
+            try:
+                req.result = _retry_or_none(conn, req)
+                if req.result is None:
+                    req.error = ConcurrencyError(req.stream, req.expect, version)
+            except IdempotencyConflict as e:  # this caller's error, not the group's
+                req.error = e
+            continue
+        if not req.events:
+            req.result = []
+            continue
+        rows = chain_rows(req.stream, version, req.events, head_seq, head_hash, now_us, hasher)
+        multi = len(rows) > 1
+        if multi:
+            conn.execute("SAVEPOINT append")
+        try:
+            conn.executemany(_INSERT, rows)
+        except sqlite3.IntegrityError:
+            if multi:
+                conn.execute("ROLLBACK TO append")
+                conn.execute("RELEASE append")
+            try:
+                req.result = _retry_or_none(conn, req)
+                if req.result is None:  # a (stream, version) race cannot happen under the lock
+                    raise
+            except IdempotencyConflict as e:
+                req.error = e
+            continue
+        if multi:
+            conn.execute("RELEASE append")
+        head_seq, head_hash = rows[-1][0], rows[-1][10]
+        versions[req.stream] = rows[-1][2]
+        req.result = rows_to_records(rows)
+    return head_seq, head_hash
+
+
+def _retry_or_none(conn: sqlite3.Connection, req: AppendRequest) -> list | None:  # type: ignore[type-arg]
+    ids = [e.event_id for e in req.events]
+    if not ids:
+        return None
+    marks = ",".join("?" * len(ids))
+    stored = {
+        row[7]: row for row in conn.execute(f"SELECT {COLUMNS} FROM events WHERE event_id IN ({marks})", ids)
+    }
+    return resolve_retry(req.stream, req.events, stored)
