@@ -22,8 +22,7 @@ from ._errors import (
 from ._import import ImportTarget
 from ._log import EventLog
 from ._sqlite_write import KnownVersions, write_group
-from ._sqlreads import COLUMNS, SQLReads
-
+from ._sqlreads import SQLReads
 
 migrations = Migrations("flightlog.eventlog")
 
