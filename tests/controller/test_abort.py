@@ -102,10 +102,14 @@ def test_abort_expires_the_runs_approvals_with_actor_abort(ctrl, harness, system
 
 
 def test_abort_leaves_other_runs_approvals_alone(ctrl, harness, system):
+    published = threading.Event()
+    unsubscribe = system.approvals.subscribe(published.set)  # called once the request is pending
     other = in_thread(
         system.approvals.request,
         ApprovalRequest("shell", "Run: ls", "ls", "low", run_id="another-run", tool_call_id="c"),
     )
+    assert published.wait(WAIT)
+    unsubscribe()
     ctrl.send("hello")
     ctrl.abort()
     [pending] = system.approvals.pending()
