@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -11,7 +11,7 @@ import orjson
 from ._catalogue import Event, is_catalogued
 from ._chain import Hasher, canonical_bytes
 from ._codec import decode_data, encode, event_fields
-from ._errors import EventShapeError, IdempotencyConflict, UnknownEventType
+from ._errors import ConcurrencyError, EventShapeError, IdempotencyConflict, UnknownEventType
 from ._record import ExpectedVersion, NewEvent, Record, new_event_id
 
 _SORT = orjson.OPT_SORT_KEYS
@@ -170,3 +170,14 @@ def resolve_retry(stream: str, events: Sequence[EncodedEvent], stored: dict[str,
     if versions != list(range(versions[0], versions[0] + len(versions))):
         raise IdempotencyConflict(events[0].event_id, "stored events are not one batch in this order")
     return rows_to_records(matched)
+
+
+def settle_refused(req: AppendRequest, version: int, retry: Callable[[], list[Record] | None]) -> None:
+    """Settle a request whose expected version failed: the original records of an idempotent
+    retry, or a ConcurrencyError; an IdempotencyConflict is this caller's error, not the group's."""
+    try:
+        req.result = retry()
+        if req.result is None:
+            req.error = ConcurrencyError(req.stream, req.expect, version)
+    except IdempotencyConflict as e:
+        req.error = e

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
@@ -12,10 +13,10 @@ from typing import Any, cast
 import psycopg
 from psycopg import sql
 
-from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records
+from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records, settle_refused
 from ._chain import Hasher
 from ._clock import Clock, to_micros
-from ._errors import ConcurrencyError, IdempotencyConflict, StorageError
+from ._errors import IdempotencyConflict, StorageError
 from ._import import ImportTarget
 from ._log import EventLog
 from ._pgconn import Conn, Connector, Listener, ReaderPool, usable
@@ -201,12 +202,7 @@ def write_group(
             found = conn.execute(_STREAM_VERSION, (req.stream,)).fetchone()
             version = int(found[0] or 0) if found else 0
         if not expectation_holds(req.expect, version):
-            try:
-                req.result = _retry_or_none(conn, req)
-                if req.result is None:
-                    req.error = ConcurrencyError(req.stream, req.expect, version)
-            except IdempotencyConflict as e:  # this caller's error, not the group's
-                req.error = e
+            settle_refused(req, version, functools.partial(_retry_or_none, conn, req))
             continue
         if not req.events:
             req.result = []

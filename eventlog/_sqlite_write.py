@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 
-from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records
+from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records, settle_refused
 from ._chain import Hasher
 from ._clock import Clock, to_micros
 from ._errors import (
-    ConcurrencyError,
     IdempotencyConflict,
 )
 from ._record import GENESIS_HASH, expectation_holds
@@ -132,12 +132,7 @@ def _stream_version(conn: sqlite3.Connection, stream: str) -> int:
 
 def _refuse(conn: sqlite3.Connection, req: AppendRequest, version: int) -> None:
     """Settle a request whose expectation failed: an idempotent retry, or a ConcurrencyError."""
-    try:
-        req.result = _retry_or_none(conn, req)
-        if req.result is None:
-            req.error = ConcurrencyError(req.stream, req.expect, version)
-    except IdempotencyConflict as e:  # this caller's error, not the group's
-        req.error = e
+    settle_refused(req, version, functools.partial(_retry_or_none, conn, req))
 
 
 def _write_each(
@@ -158,12 +153,7 @@ def _write_each(
                 or 0
             )
         if not expectation_holds(req.expect, version):
-            try:
-                req.result = _retry_or_none(conn, req)
-                if req.result is None:
-                    req.error = ConcurrencyError(req.stream, req.expect, version)
-            except IdempotencyConflict as e:  # this caller's error, not the group's
-                req.error = e
+            _refuse(conn, req, version)
             continue
         if not req.events:
             req.result = []
