@@ -32,7 +32,7 @@ from rich.table import Table
 from actors import ApprovalRequest, System
 from eventlog import NewEvent, open_log
 
-from ._output import console, emit_json, with_status
+from ._output import console, emit_json, targets_table, with_status
 
 SYNC = "FULL"
 WAIT = 60.0  # seconds any one step may take before the benchmark gives up
@@ -362,17 +362,7 @@ def _report(result: dict[str, Any]) -> None:
         f"waiting and {st['operators']} operator threads",
         soft_wrap=True,
     )
-    ratios = Table(title="targets")
-    for name, justify in (("figure", "left"), ("value", "right"), ("target", "right"), ("", "left")):
-        ratios.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for r in result["ratios"].values():
-        verdict = "[green]PASS[/]" if r["pass"] else "[red]MISS[/]"
-        if r["at_most"]:
-            value, target = f"{r['value']:.2f}x", f"≤ {r['target']:g}x"
-        else:
-            value, target = f"{r['value']:,.0f}", f"≥ {r['target']:,.0f}"
-        ratios.add_row(r["label"], value, target, verdict)
-    console.print(ratios)
+    console.print(targets_table(result["ratios"].values(), at_most_unit="x"))
     console.print(
         f"WAL, synchronous={st['synchronous']} on both sides; SQLite {st['sqlite']}; "
         f"{st['samples']} latency samples after {st['warmup']} warm-up cycles.",

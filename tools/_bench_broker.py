@@ -34,7 +34,7 @@ from rich.table import Table
 from . import _bench_log_workloads as w
 from ._bench_approvals import percentile
 from ._bench_broker_client import WAIT, Agent, Connection, ServerProcess
-from ._output import console, emit_json, with_status
+from ._output import console, emit_json, targets_table, with_status
 
 REPORTS_TARGET = 2000.0  # durable reports per second with 16 agents, at least
 DELIVERY_P99_TARGET = 50.0  # push → poll answer p99 in ms, at most
@@ -282,17 +282,7 @@ def _report(result: dict[str, Any]) -> None:
     console.print(table)
     for r in result["ratios"].values():
         console.print(f"{r['label']}: {r['value']:.2f}x", soft_wrap=True)
-    verdicts = Table(title="targets")
-    for name, justify in (("figure", "left"), ("value", "right"), ("target", "right"), ("", "left")):
-        verdicts.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for t in result["targets"].values():
-        verdict = "[green]PASS[/]" if t["pass"] else "[red]MISS[/]"
-        if t["at_most"]:
-            value, target = f"{t['value']:.2f}", f"≤ {t['target']:g}"
-        else:
-            value, target = f"{t['value']:,.0f}", f"≥ {t['target']:,.0f}"
-        verdicts.add_row(t["label"], value, target, verdict)
-    console.print(verdicts)
+    console.print(targets_table(result["targets"].values()))
     console.print(
         f"WAL, synchronous={st['synchronous']} on both sides; SQLite {st['sqlite']}, {st['cpus']} CPUs "
         f"(server, agents and raw sqlite3 share them), load average {st['load_average'][0]}; "

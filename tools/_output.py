@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import click
 import orjson
 from rich.console import Console
+from rich.table import Table
 
 from eventlog import EventLog, EventLogError, Head, open_log
 
@@ -60,3 +61,22 @@ def with_status(label: str, work: Callable[[Callable[[str], object]], T]) -> T:
         with err_console.status(label) as status:
             return work(status.update)
     return work(lambda what: None)
+
+
+def targets_table(targets: Iterable[Mapping[str, Any]], *, at_most_unit: str = "") -> Table:
+    """A rich table of benchmark targets: label, value, target and PASS/MISS.
+
+    Each target has `label`, `value`, `target`, `pass` and `at_most` (a ceiling, shown with
+    `at_most_unit`, rather than a floor).
+    """
+    table = Table(title="targets")
+    for name, justify in (("figure", "left"), ("value", "right"), ("target", "right"), ("", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for t in targets:
+        verdict = "[green]PASS[/]" if t["pass"] else "[red]MISS[/]"
+        if t["at_most"]:
+            value, target = f"{t['value']:.2f}{at_most_unit}", f"≤ {t['target']:g}{at_most_unit}"
+        else:
+            value, target = f"{t['value']:,.0f}", f"≥ {t['target']:,.0f}"
+        table.add_row(t["label"], value, target, verdict)
+    return table
