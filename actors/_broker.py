@@ -14,13 +14,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import pykka
-
-from eventlog import Clock, EventLog, Record, decode
+from eventlog import Clock, EventLog, Record
 from eventlog.events import BrokerReset
 from projections import Views
 
-from ._aggregate import AggregateActor, Execute, GetState
+from ._aggregate import Execute, GetState
 from ._approval_model import ApprovalRequest
 from ._approval_queue import ApprovalQueue
 from ._broker_model import (
@@ -43,9 +41,9 @@ from ._errors import (
     QuorumPendingError,
     RunNotFoundError,
 )
-from ._run_call import AsRun, NotifyingFuture, RunCall
+from ._run_actor import RunActor, Take
+from ._run_call import AsRun, RunCall
 from ._run_decider import (
-    RUNS,
     DeleteRun,
     Heartbeat,
     QueueControl,
@@ -56,7 +54,6 @@ from ._run_decider import (
     RegisterRun,
     RequestPermission,
     RunState,
-    TakeControl,
 )
 
 # Undelivered control messages a run may hold before pushes are refused (HTTP 429).
@@ -65,60 +62,6 @@ DEFAULT_QUEUE_LIMIT = 1000
 # a longer id names no run (and can register none).
 MAX_RUN_ID_LENGTH = 512 - len("run-")
 BEHAVIOR = {"approve": "allow", "reject": "deny", "expired": "deny"}
-
-
-class Take:
-    """Message: drain the queue and reply with the messages taken, oldest first."""
-
-
-class RunActor(AggregateActor[RunState]):
-    """A run's actor; `seen[id]` is the version it has reached, for the follower to read."""
-
-    def __init__(
-        self, log: EventLog, clock: Clock, id: str, on_queued: Callable[[str], object], seen: dict[str, int]
-    ) -> None:
-        super().__init__(log, clock, RUNS, id)
-        self._on_queued = on_queued
-        self._seen = seen
-
-    @staticmethod
-    def _create_future() -> pykka.Future[Any]:
-        # pykka's hook for the futures `ask` returns: these can also call back (RunCall).
-        return NotifyingFuture()
-
-    def handle(self, message: Any) -> Any:
-        if isinstance(message, AsRun):
-            state = self.state
-            if not (state.exists and hmac.compare_digest(message.token_sha256, state.token_sha256)):
-                return False, None
-            return True, self.on_receive(message.message)
-        if isinstance(message, Take):
-            if self.state.exists and not self.state.queue:
-                return []
-            before, version = self.state.queue, self.version
-            _, records = self.execute(TakeControl(), {"actor": f"run:{self.id}"})
-            if not records:
-                return []
-            if records[0].version == version + 1:
-                return list(before)  # decided on the state we held: that whole queue was taken
-            # Another writer appended first and we decided again: what this delivery took is
-            # the queue as it stood just before it (ids alone are ambiguous: they may repeat).
-            return list(self._state_before(records[0].version).queue)
-        return super().handle(message)
-
-    def _state_before(self, version: int) -> RunState:
-        state = self.aggregate.initial(self.id)
-        for record in self.log.read(self.stream, to_version=version - 1):
-            state = self.aggregate.evolve(state, decode(record))
-        return state
-
-    def on_changed(self, records: list[Record]) -> None:
-        self._seen[self.id] = self.version
-        if any(r.type == "ControlQueued" for r in records):
-            self._on_queued(self.id)
-
-    def on_stop(self) -> None:
-        self._seen.pop(self.id, None)
 
 
 class Broker:
