@@ -68,12 +68,16 @@ from ._errors import (
     ControllerValidationError,
     ControlQueueFullError,
     DuplicateVoteError,
+    ForkError,
+    ForkNotFoundError,
+    ForkRedrivenError,
     GroupCompactionUnsupportedError,
     HarnessError,
     HarnessEventError,
     InvalidBaseDirError,
     InvalidSessionRequestError,
     InvalidToolOverrideScopeError,
+    NotAForkError,
     ProjectError,
     ProjectNotFoundError,
     QuorumPendingError,
@@ -91,10 +95,13 @@ from ._errors import (
     WorkspaceIdError,
     WorkspaceSetupError,
 )
+from ._fork import Fork, fork_controller_id, fork_origin, fork_run
 from ._harness import DELIVERIES, ENQUEUE, IMMEDIATE, Harness, HarnessEvent
 from ._harnesses import ScriptedHarness, SentPrompt
 from ._projects import Projects, default_project_id
 from ._reconcile import Reconciler, intent_digest
+from ._recorded_harness import RecordedHarness
+from ._recorded_turn import RecordedStep, RecordedTurn, recorded_turn
 from ._session_decider import TURN_FAILED, TURN_INTERRUPTED, TURN_SUCCEEDED, SessionInfo, SessionRequest
 from ._session_keys import (
     DEFAULT_COMPACTION_KEEP_TAIL,
@@ -252,6 +259,10 @@ __all__ = [
     "Envelope",
     "EventStream",
     "Finish",
+    "Fork",
+    "ForkError",
+    "ForkNotFoundError",
+    "ForkRedrivenError",
     "GroupCompactionUnsupportedError",
     "Harness",
     "HarnessError",
@@ -261,6 +272,7 @@ __all__ = [
     "InvalidBaseDirError",
     "InvalidSessionRequestError",
     "InvalidToolOverrideScopeError",
+    "NotAForkError",
     "PermissionState",
     "ProjectError",
     "ProjectNotFoundError",
@@ -268,6 +280,9 @@ __all__ = [
     "QuorumPendingError",
     "ReconcileError",
     "Reconciler",
+    "RecordedHarness",
+    "RecordedStep",
+    "RecordedTurn",
     "Recorder",
     "Reply",
     "Report",
@@ -313,6 +328,9 @@ __all__ = [
     "enrich_stop_reason",
     "ensure_project_dir",
     "filter_tool_enabled",
+    "fork_controller_id",
+    "fork_origin",
+    "fork_run",
     "group_agent_dir",
     "group_home_dir",
     "intent_digest",
@@ -322,6 +340,7 @@ __all__ = [
     "new_session_id",
     "payload_digest",
     "poll_agent_messages",
+    "recorded_turn",
     "resolve_tool_override",
     "setup_agent_workspace",
     "setup_group_workspace",

@@ -3,6 +3,9 @@
 Harness calls and hooks run in the caller's thread, never inside the actor, so a harness
 may publish synchronously from inside `send`. The public methods keep the seed's names and
 errors; everything they change is recorded in `controller-<id>` before they return.
+
+A controller opened on a fork (`fork-<run id>`) is re-driven once with `redrive()` instead of
+`start()`; from then on it is an ordinary controller of the fork's session.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from ._approval_model import ApprovalRequest, ApprovalResolution
 from ._approval_queue import ApprovalQueue
 from ._controller_actor import ControllerActor, Snapshot
 from ._controller_decider import (
+    ABORTING,
     IDLE,
+    RUNNING,
+    STOPPED,
     AbortDone,
     AbortFailed,
     Admit,
@@ -37,8 +43,9 @@ from ._controller_decider import (
     Started,
     Steered,
     Step,
+    check_redrive,
 )
-from ._errors import ControllerError, ControllerValidationError
+from ._errors import ControllerError, ControllerValidationError, ForkError
 from ._harness import DELIVERIES, PERMISSION_REQUEST, Harness, HarnessEvent
 from ._reconcile import ReconcileGate, Reconciler
 from ._signal import Signal
@@ -93,6 +100,7 @@ class Controller:
         *,
         reconciler: Reconciler | None = None,
         controller_id: str = "default",
+        recover: bool = True,
     ) -> None:
         self.id = controller_id
         self._log = log
@@ -106,11 +114,13 @@ class Controller:
         self._subs: list[Signal] = []
         self._subs_lock = threading.Lock()
         self._lifecycle = threading.Event()  # set = the current lifecycle is cancelled
+        self._released = False  # a re-drive that lost: the actor is gone, the controller stopped
         self._actor = ControllerActor.start(log, clock, controller_id)
         self._gate = ReconcileGate(self, reconciler)
         approvals.subscribe(self._notify)
-        recovered: Step = self._ask(Recover())
-        if recovered.events:
+        # Without recovery (a fork about to be re-driven), a run that another controller on the
+        # same stream is driving right now is never mistaken for one a dead process left behind.
+        if recover and cast(Step, self._ask(Recover())).events:
             self._notify()
 
     # -- plumbing --------------------------------------------------------------------------
@@ -119,6 +129,8 @@ class Controller:
         return self._actor.ask(command)
 
     def _state(self) -> ControllerState:
+        if self._released:
+            return ControllerState(self.id, phase=STOPPED)
         return cast(ControllerState, self._actor.ask(Snapshot()))
 
     def _after(self, result: Step) -> Step:
@@ -142,6 +154,8 @@ class Controller:
 
     def start(self) -> None:
         """Open the harness session; on any failure the controller closes itself and raises."""
+        if self._state().awaiting_redrive:
+            raise ForkError(f"controller {self.id!r} holds a fork awaiting its re-drive: use redrive()")
         self._lifecycle.set()
         self._lifecycle = threading.Event()
         try:
@@ -181,6 +195,64 @@ class Controller:
         if self._actor.is_alive():
             self._actor.stop()
 
+    def redrive(self, prompt: str | None = None, delivery: str = "immediate") -> str:
+        """Re-drive the fork this controller holds from its fork point; return the run it drives.
+
+        The harness starts, and the copied run resumes in the status it had at the fork point:
+        - `running`: it is running again, and the harness is handed `prompt` (default: the
+          run's own prompt) for that run id, to play the rest of the turn;
+        - `aborting`: the abort the origin began is finished: the harness is asked to abort,
+          the run's approvals expire, and the run ends `aborted` (a `prompt` is refused);
+        - ended (`succeeded`, `failed`, `aborted`): the controller is idle; a `prompt` is then
+          admitted as the fork's next run, exactly as `send` would (its id is returned).
+        Raises NotAForkError if this controller holds no fork, ForkRedrivenError if the fork
+        was re-driven before or a concurrent re-drive won; the loser records nothing and is
+        closed (its harness too).
+        """
+        if prompt is not None:
+            prompt = _validate(prompt, delivery)
+        elif delivery not in DELIVERIES:
+            raise ControllerValidationError("delivery must be immediate or enqueue")
+        with self._admission:
+            state = self._state()
+            check_redrive(state)
+            if prompt is not None and state.run is not None and state.run.status == ABORTING:
+                raise ControllerValidationError("the fork's run was aborting at the fork point: no prompt")
+            self._lifecycle.set()
+            self._lifecycle = threading.Event()
+            try:
+                session_id = self._harness.start(self.publish)
+                if not session_id:
+                    raise ControllerError("starting agent harness: the harness returned no session id")
+                running = state.run is not None and state.run.status == RUNNING
+                command = Started(session_id, True, (prompt or "") if running else "", delivery)
+                resumed: Step = self._ask(command)
+            except Exception as e:
+                self._release(e)
+                if isinstance(e, ForkError | ControllerError):
+                    raise
+                raise ControllerError(f"starting agent harness: {e}") from e
+            self._notify()
+            run = resumed.state.run
+            assert run is not None  # a fork copies at least its run's AgentRunStarted
+            if run.status == RUNNING:
+                self._deliver(run.id, prompt or run.prompt, delivery)
+            elif run.status == ABORTING:
+                self._finish_abort(run.id)
+            elif prompt is not None:
+                return self._start_run(prompt, delivery, None)
+            return run.id
+
+    def _release(self, cause: Exception) -> None:
+        """Let go of a re-drive that never resumed: close the harness, record nothing."""
+        self._lifecycle.set()
+        try:
+            self._harness.close()
+        except Exception as close_error:  # noqa: BLE001 - reported with the cause
+            cause.add_note(f"closing rejected agent harness: {close_error}")
+        self._released = True
+        self._actor.stop()  # close_quietly then finds nothing to close: nothing is appended
+
     # -- admission -------------------------------------------------------------------------
 
     def send(self, prompt: str, delivery: str = "immediate") -> str:
@@ -213,6 +285,10 @@ class Controller:
             except Exception as e:
                 self._after(self._ask(FailRun(run_id, f"recording agent run: {e}")))
                 raise ControllerError(f"recording agent run: {e}") from e
+        self._deliver(run_id, prompt, delivery)
+        return run_id
+
+    def _deliver(self, run_id: str, prompt: str, delivery: str) -> None:
         try:
             self._harness.send(run_id, prompt, delivery)
         except Exception as e:
@@ -221,7 +297,6 @@ class Controller:
                 self.on_run_status(run_id, "failed", self._clock.now())
             self._notify()
             raise ControllerError(f"sending agent prompt: {e}") from e
-        return run_id
 
     def steer(self, session_id: str, run_id: str, prompt: str, delivery: str = "immediate") -> None:
         """Deliver another prompt to exactly the running run the caller saw."""
@@ -252,15 +327,18 @@ class Controller:
         self._notify()
         run = began.state.run
         assert run is not None
+        self._finish_abort(run.id)
+
+    def _finish_abort(self, run_id: str) -> None:
         try:
-            self._harness.abort(run.id)
+            self._harness.abort(run_id)
         except Exception as e:
-            self._after(self._ask(AbortFailed(run.id)))
+            self._after(self._ask(AbortFailed(run_id)))
             raise ControllerError(f"aborting agent run: {e}") from e
         try:
-            self._approvals.expire_run(run.id, "abort")
+            self._approvals.expire_run(run_id, "abort")
         finally:
-            self._after(self._ask(AbortDone(run.id)))
+            self._after(self._ask(AbortDone(run_id)))
 
     # -- harness events --------------------------------------------------------------------
 

@@ -4,6 +4,12 @@ The log holds the run lifecycle (started, status changes, every harness event); 
 `persisting` and "an abort is in flight" are transient and live only in this state. A step
 returns the events to record (by stream), the new state, and what the shell must do next
 (call a hook), so every harness call and hook runs outside the actor.
+
+A fork's stream (`controller-fork-<id>`) opens with ForkedFrom and a copy of the origin run's
+events. Until it is re-driven (`Started(redrive=...)`) it is `starting` whatever its copied
+run's status, and recovery leaves it alone: a run copied mid-flight did not crash. The
+re-drive records ControllerStarted and, for a run copied `running` or `aborting`, the same
+status again with the reason REDRIVEN (and, when running, the prompt handed to the harness).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from eventlog.events import (
     AgentRunStatusChanged,
     ControllerClosed,
     ControllerStarted,
+    ForkedFrom,
     HarnessEventRecorded,
     PromptDelivered,
     ReconcileApprovalDropped,
@@ -27,7 +34,9 @@ from eventlog.events import (
 from ._errors import (
     ControllerBusyError,
     ControllerError,
+    ForkRedrivenError,
     HarnessEventError,
+    NotAForkError,
     RunConflictError,
     RunNotActiveError,
     SessionConflictError,
@@ -44,6 +53,8 @@ STOPPED: Final = "stopped"
 SUCCEEDED: Final = "succeeded"
 FAILED: Final = "failed"
 ABORTED: Final = "aborted"
+
+REDRIVEN: Final = "re-driven from the fork point"  # the reason of a resumed fork's status
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +89,13 @@ class ControllerState:
     seen: frozenset[str] = frozenset()
     idle_during_abort: bool = False
     one_time: tuple[tuple[str, OneTime], ...] = ()
+    forked_from: str = ""  # the origin run, when this controller's stream is a fork
+    redriven: bool = False  # a fork's ControllerStarted: it is an ordinary controller from then on
+
+    @property
+    def awaiting_redrive(self) -> bool:
+        """A fork not re-driven yet: its copied run waits at the fork point."""
+        return bool(self.forked_from) and not self.redriven
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +114,9 @@ class Step:
 @dataclass(frozen=True, slots=True)
 class Started:
     session_id: str
+    redrive: bool = False  # resume the fork this controller holds (refused if it is not awaiting one)
+    prompt: str = ""  # a re-driven running run: the prompt its harness is handed
+    delivery: str = "immediate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +195,8 @@ def fence_check(state: ControllerState, fence: tuple[str, str] | None) -> None:
 def step(state: ControllerState, c: object, now: datetime) -> Step:
     cid = state.id
     if isinstance(c, Started):
+        if c.redrive or state.awaiting_redrive:
+            return _resume(state, c, now)
         events: list[Event] = [ControllerStarted(cid, c.session_id, now)]
         events += _drop_one_time(state, "start", now)
         return Step(
@@ -227,7 +250,7 @@ def step(state: ControllerState, c: object, now: datetime) -> Step:
     if isinstance(c, BeginAbort):
         fence_check(state, c.fence)
         run = state.run
-        if run is None or run.status != RUNNING:
+        if run is None or run.status != RUNNING or state.awaiting_redrive:
             raise ControllerError("no active agent run")
         aborting = dataclasses.replace(run, status=ABORTING, can_abort=False)
         evs = (AgentRunStatusChanged(run.id, ABORTING, "", now), *_drop_one_time(state, "abort", now))
@@ -246,11 +269,13 @@ def step(state: ControllerState, c: object, now: datetime) -> Step:
     if isinstance(c, Close):
         if state.phase == STOPPED:
             return Step(state)
+        if state.awaiting_redrive:
+            return Step(dataclasses.replace(state, phase=STOPPED))  # nothing started: nothing to record
         evs = (ControllerClosed(cid, now), *_drop_one_time(state, "close", now))
         return Step(dataclasses.replace(state, phase=STOPPED, one_time=()), evs)
     if isinstance(c, Recover):
         run = state.run
-        if run is None or run.status not in (RUNNING, ABORTING):
+        if run is None or run.status not in (RUNNING, ABORTING) or state.awaiting_redrive:
             return Step(state)
         notice = HarnessEventRecorded(
             run.id,
@@ -267,13 +292,40 @@ def step(state: ControllerState, c: object, now: datetime) -> Step:
     raise TypeError(f"unknown controller command {type(c).__name__}")
 
 
+def check_redrive(state: ControllerState) -> None:
+    """Refuse to re-drive a controller that holds no fork, or a fork already re-driven."""
+    if not state.forked_from:
+        raise NotAForkError(f"controller {state.id!r} does not hold a fork")
+    if state.redriven:
+        raise ForkRedrivenError(f"fork {state.id!r} was already re-driven")
+
+
+def _resume(state: ControllerState, c: Started, now: datetime) -> Step:
+    """Re-drive a fork: its copied run resumes as it was at the fork point."""
+    if not c.redrive:
+        raise ControllerError(f"controller {state.id!r} holds a fork awaiting its re-drive: use redrive()")
+    check_redrive(state)
+    events: list[Event] = [ControllerStarted(state.id, c.session_id, now)]
+    run = state.run
+    phase = IDLE
+    if run is not None and run.status in (RUNNING, ABORTING):
+        events.append(AgentRunStatusChanged(run.id, run.status, REDRIVEN, now))
+        phase = run.status  # the phase a running or aborting run gives, as fold() says
+        if run.status == RUNNING:
+            events.append(PromptDelivered(run.id, c.prompt or run.prompt, c.delivery, False, now))
+    resumed = dataclasses.replace(
+        state, session_id=c.session_id, phase=phase, redriven=True, seen=frozenset(), one_time=()
+    )
+    return Step(resumed, tuple(events))
+
+
 def _ingest(state: ControllerState, ev: HarnessEvent, now: datetime) -> Step:
     if state.phase == STOPPED:
         return Step(state)  # late events after close are ignored
     if ev.type == SESSION_STARTED:
         return Step(state)
     run = state.run
-    if run is None or ev.run_id != run.id:
+    if run is None or ev.run_id != run.id or state.awaiting_redrive:
         raise HarnessEventError("publishing harness event: run_id is not the active run")
     if ev.id and ev.id in state.seen:
         return Step(state)
@@ -325,16 +377,23 @@ def _drop_one_time(state: ControllerState, reason: str, now: datetime) -> list[E
 
 def fold(state: ControllerState, event: Event) -> ControllerState:
     """Rebuild the durable part of the state from the controller's and its runs' events."""
+    if isinstance(event, ForkedFrom):
+        return dataclasses.replace(state, forked_from=event.origin_run_id, phase=STARTING)
     if isinstance(event, ControllerStarted):
-        return dataclasses.replace(state, session_id=event.session_id, phase=IDLE, one_time=())
+        redriven = state.redriven or bool(state.forked_from)
+        return dataclasses.replace(
+            state, session_id=event.session_id, phase=IDLE, one_time=(), redriven=redriven
+        )
     if isinstance(event, ControllerClosed):
         return dataclasses.replace(state, phase=STOPPED, one_time=())
     if isinstance(event, AgentRunStarted):
         run = RunInfo(event.run_id, event.session_id, event.title, event.prompt, RUNNING, event.at, True)
-        return dataclasses.replace(state, run=run, phase=RUNNING)
+        return dataclasses.replace(state, run=run, phase=STARTING if state.awaiting_redrive else RUNNING)
     if isinstance(event, AgentRunStatusChanged) and state.run is not None and state.run.id == event.run_id:
         can_abort = event.status == RUNNING
         run = dataclasses.replace(state.run, status=event.status, can_abort=can_abort)
         phase = RUNNING if event.status == RUNNING else ABORTING if event.status == ABORTING else IDLE
-        return dataclasses.replace(state, run=run, phase=phase if state.phase != STOPPED else STOPPED)
+        if state.phase == STOPPED or state.awaiting_redrive:
+            phase = state.phase  # closed stays closed; a fork waits at its fork point
+        return dataclasses.replace(state, run=run, phase=phase)
     return state

@@ -27,6 +27,10 @@ ActorsError
 │   ├── RunConflictError                the caller's run is not the current one
 │   ├── RunNotActiveError               the run cannot be steered now
 │   └── SessionConflictError            the caller's session is not the current one
+├── ForkError                       a run cannot be forked, or a fork re-driven, as asked (also ValueError)
+│   ├── ForkNotFoundError               no fork with that run id (also LookupError)
+│   ├── ForkRedrivenError               the fork was re-driven already, or another re-drive won
+│   └── NotAForkError                   the id names a run or stream that is not a fork
 ├── InvalidToolOverrideScopeError   a scope outside the tool-override vocabulary (also ValueError)
 ├── ProjectError                    a project or its workspace cannot be used
 │   ├── InvalidBaseDirError             base_dir is empty, relative or escapes the workspace (also ValueError)
@@ -268,6 +272,26 @@ class QuorumPendingError(ApprovalError):
         self.id = id
         self.votes = votes
         self.needed = needed
+
+
+class ForkError(ActorsError, ValueError):
+    """Raised when a run cannot be forked at the seq asked for, or a fork cannot be re-driven as asked."""
+
+
+class ForkNotFoundError(ForkError, LookupError):
+    """Raised when no fork stream exists for the run id given."""
+
+
+class NotAForkError(ForkError):
+    """Raised when the run or controller stream named is not a fork (no ForkedFrom opens it)."""
+
+
+class ForkRedrivenError(ForkError):
+    """Raised when a fork was already re-driven, by an earlier call or by a concurrent one that won.
+
+    A fork is re-driven once; after that it is an ordinary controller stream, opened with
+    `System.controller(harness, controller_id="fork-<id>")`.
+    """
 
 
 class ContentionError(ActorsError):

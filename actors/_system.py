@@ -16,6 +16,7 @@ from ._approval_queue import ApprovalQueue
 from ._broker import Broker
 from ._controller import Controller
 from ._directory import Directory
+from ._fork import fork_controller_id, fork_origin
 from ._harness import Harness
 from ._projects import Projects
 from ._reconcile import Reconciler
@@ -170,12 +171,18 @@ class System:
             self._wake.clear()
 
     def controller(
-        self, harness: Harness, reconciler: Reconciler | None = None, *, controller_id: str = "default"
+        self,
+        harness: Harness,
+        reconciler: Reconciler | None = None,
+        *,
+        controller_id: str = "default",
+        recover: bool = True,
     ) -> Controller:
         """A Controller for one harness session, recorded in `controller-<controller_id>`.
 
         Opening a controller whose log says a run was still running (the process died during
-        it) marks that run failed, with a `stopped` notice in its timeline.
+        it) marks that run failed, with a `stopped` notice in its timeline (unless `recover`
+        is False). A fork awaiting its re-drive is never taken for such a run.
         """
         queue = ApprovalQueue(
             self._approval_actors,
@@ -193,9 +200,24 @@ class System:
             harness,
             reconciler=reconciler,
             controller_id=controller_id,
+            recover=recover,
         )
         self._controllers.append(ctrl)
         return ctrl
+
+    def fork_controller(
+        self, fork_run_id: str, harness: Harness, reconciler: Reconciler | None = None
+    ) -> Controller:
+        """The controller of fork `fork_run_id` (`fork-<id>`), ready for `redrive()`.
+
+        It folds the fork's stream without crash recovery, so opening it never touches a run
+        that another controller is re-driving. Raises ForkNotFoundError for an unknown id and
+        NotAForkError for a run or stream that is not a fork.
+        """
+        fork_origin(self.log, fork_run_id, self.views)
+        return self.controller(
+            harness, reconciler, controller_id=fork_controller_id(fork_run_id), recover=False
+        )
 
     def tick(self) -> int:
         """Fire whatever is due now (approval deadlines); return how many fired."""

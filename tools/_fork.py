@@ -1,107 +1,139 @@
-"""Forking a controller run: a new run whose history starts as the origin's, up to a seq.
+"""Forks from the command line: record one (`actors.fork_run`), then re-drive it to its end.
 
-The fork's stream, `controller-fork-<id>`, opens with a ForkedFrom event (origin run and
-stream, position, actor, reason), followed by copies of the origin run's own events up to
-and including that seq, re-addressed to the new run id. The origin is only read.
+Re-driving runs the fork's controller in this process until the run it drives has ended
+(the controller is idle again). Permission requests wait in the approval gate for whoever
+decides them (`flightlog approve` beside it, or the approval timeout); with
+`apply_recorded` each one is decided as the origin's was, by `actor`. If the recording runs
+out before a terminal event (the origin was aborted after the fork point, or never ended),
+the fork's run is aborted.
 """
 
 from __future__ import annotations
 
-import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from eventlog import NO_STREAM, EventLog, NewEvent, Record, encode
-from eventlog.events import ForkedFrom
-from projections import Views
-
-# The controller-stream events that belong to one run (they carry its run_id).
-RUN_EVENT_TYPES = frozenset(
-    {
-        "AgentRunStarted",
-        "PromptDelivered",
-        "AgentRunStatusChanged",
-        "HarnessEventRecorded",
-        "ReconcilePrepared",
-        "ReconcileApprovalGranted",
-        "ReconcileApprovalDropped",
-        "ReconcileDispatched",
-    }
+from actors import (
+    APPROVE,
+    EXPIRED,
+    IDLE,
+    REJECT,
+    RUNNING,
+    Approval,
+    ApprovalError,
+    ApprovalQueue,
+    Fork,
+    ForkError,
+    Harness,
+    RecordedHarness,
+    System,
+    fork_run,
 )
 
+__all__ = ["Fork", "ForkError", "Redriven", "fork_run", "redrive"]
 
-class ForkError(ValueError):
-    """Raised when a run cannot be forked at the seq asked for (unknown run, seq out of range)."""
+WAKE = 0.2  # seconds between looks at a recording that may have run out (no event says so)
 
 
 @dataclass(frozen=True, slots=True)
-class Fork:
-    """A fork that was recorded: its run and stream, where it came from, and how many events it copied."""
+class Redriven:
+    """How a fork's re-drive ended: the run it drove, that run's status, and what was served."""
 
+    fork_run_id: str
     run_id: str
-    stream: str
-    origin_run_id: str
-    origin_stream: str
-    at_seq: int
-    copied: int
-    seq: int  # the seq of its ForkedFrom event
+    status: str
+    reason: str
+    recorded: bool
+    served: int = 0  # recorded events published again
+    decisions: tuple[str, ...] = ()  # how the fork's permission requests ended, in order
+    diverged: str = ""  # why the recording stopped serving, if a decision differed from the origin's
+    ran_out: bool = False  # the recording ended before a terminal event: the run was aborted
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "fork_run_id": self.fork_run_id,
             "run_id": self.run_id,
-            "stream": self.stream,
-            "origin_run_id": self.origin_run_id,
-            "origin_stream": self.origin_stream,
-            "at_seq": self.at_seq,
-            "copied": self.copied,
-            "seq": self.seq,
+            "status": self.status,
+            "reason": self.reason,
+            "recorded": self.recorded,
+            "served": self.served,
+            "decisions": list(self.decisions),
+            "diverged": self.diverged,
+            "ran_out": self.ran_out,
         }
 
 
-def fork_run(
-    log: EventLog,
-    run_id: str,
-    at_seq: int,
+def redrive(
+    system: System,
+    fork_run_id: str,
+    harness: Harness | None = None,
     *,
-    actor: str,
-    reason: str = "",
-    new_id: str | None = None,
-    views: Views | None = None,
-) -> Fork:
-    """Record a fork of controller run `run_id` as of `at_seq`; the origin stays as it is."""
-    views = views or Views(log)
-    head = log.head().seq
-    if at_seq < 1 or at_seq > head:
-        raise ForkError(f"--at {at_seq}: the log holds seqs 1 to {head}")
-    origin = views.agent_run(run_id, at=head)
-    if origin is None:
-        raise ForkError(f"no agent run {run_id!r} in this log")
-    if origin.first_seq > at_seq:
-        raise ForkError(f"run {run_id} starts at seq {origin.first_seq}, after {at_seq}")
-    new_id = new_id or str(uuid.uuid4())
-    controller_id = f"fork-{new_id}"
-    stream = f"controller-{controller_id}"
-    copies = [_copy(r, new_id, controller_id) for r in _run_records(log, origin.stream, run_id, at_seq)]
-    opening = ForkedFrom(new_id, run_id, origin.stream, at_seq, actor, reason, log.clock.now())
-    first = encode(opening, meta={"actor": actor})
-    records = log.append(stream, [first, *copies], expect=NO_STREAM)
-    return Fork(new_id, stream, run_id, origin.stream, at_seq, len(copies), records[0].seq)
+    prompt: str | None = None,
+    apply_recorded: bool = False,
+    actor: str = "",
+    on_pending: Callable[[Approval], object] | None = None,
+) -> Redriven:
+    """Re-drive fork `fork_run_id` until the run it drives has ended; return how it ended.
+
+    Without `harness` the fork's recording is served (RecordedHarness). `on_pending` hears of
+    each approval of the run that waits for someone to decide it.
+    """
+    recording: RecordedHarness | None = None
+    if harness is None:
+        harness = recording = RecordedHarness.for_fork(system.log, fork_run_id, views=system.views)
+    elif apply_recorded:
+        raise ForkError("recorded decisions apply only to a re-drive from the recording")
+    ctrl = system.fork_controller(fork_run_id, harness)
+    queue = ctrl.approval_queue()
+    signal, unsubscribe = ctrl.subscribe()
+    ran_out = False
+    try:
+        run_id = ctrl.redrive(prompt)
+        seen: set[str] = set()
+        while not (ctrl.status() == IDLE and ctrl.run().status != RUNNING):
+            if recording is not None and recording.exhausted and ctrl.run().status == RUNNING:
+                ran_out = True
+                ctrl.abort()
+                continue
+            for approval in queue.pending():
+                if approval.run_id != run_id or approval.id in seen:
+                    continue
+                seen.add(approval.id)
+                step = recording.waiting if recording is not None else None
+                if apply_recorded and step is not None and _apply(queue, approval, step.decision, actor):
+                    continue
+                if on_pending is not None:
+                    on_pending(approval)
+            signal.wait(WAKE)
+        run = ctrl.run()
+    finally:
+        unsubscribe()
+        ctrl.close()
+    reason = _reason(system, run.id)
+    if recording is None:
+        return Redriven(fork_run_id, run.id, run.status, reason, False)
+    return Redriven(
+        fork_run_id, run.id, run.status, reason, True, len(recording.served), tuple(recording.decisions),
+        recording.diverged, ran_out,
+    )  # fmt: skip
 
 
-def _run_records(log: EventLog, stream: str, run_id: str, at_seq: int) -> list[Record]:
-    out = []
-    for record in log.read(stream):
-        if record.seq > at_seq:
-            break
-        if record.type in RUN_EVENT_TYPES and record.data.get("run_id") == run_id:
-            out.append(record)
-    return out
+def _apply(queue: ApprovalQueue, approval: Approval, decision: str, actor: str) -> bool:
+    """Decide `approval` as the origin's was; False if there is no decision to apply."""
+    who = f"{actor} (recorded)" if actor else "recorded"
+    try:
+        if decision == EXPIRED:
+            queue.expire_run(approval.run_id, who)
+        elif decision in (APPROVE, REJECT):
+            queue.resolve(approval.id, decision, who)
+        else:
+            return False  # the origin's request failed or never ended: someone decides this one
+    except ApprovalError:
+        return True  # decided meanwhile (by an operator or its deadline): that outcome stands
+    return True
 
 
-def _copy(record: Record, new_id: str, controller_id: str) -> NewEvent:
-    data = dict(record.data)
-    data["run_id"] = new_id
-    if record.type == "AgentRunStarted":
-        data["controller_id"] = controller_id
-    meta = {**record.meta, "copied_from": {"seq": record.seq, "event_id": record.event_id}}
-    return NewEvent(record.type, data, meta, schema=record.schema)
+def _reason(system: System, run_id: str) -> str:
+    row = system.views.agent_run(run_id, at=system.log.head().seq)
+    return row.reason if row is not None else ""
