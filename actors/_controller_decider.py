@@ -297,7 +297,7 @@ def check_redrive(state: ControllerState) -> None:
     if not state.forked_from:
         raise NotAForkError(f"controller {state.id!r} does not hold a fork")
     if state.redriven:
-        raise ForkRedrivenError(f"fork {state.id!r} was already re-driven")
+        raise ForkRedrivenError(f"the fork in controller {state.id!r} was already re-driven")
 
 
 def _resume(state: ControllerState, c: Started, now: datetime) -> Step:

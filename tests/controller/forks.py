@@ -1,0 +1,87 @@
+"""Helpers for the fork tests: a recorded origin run, and what to compare between it and a fork."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from actors import ScriptedHarness, System
+from eventlog import EventLog, Record
+from projections import TimelineEntry, Views
+
+from .helpers import WAIT, wait_pending, wait_until
+
+PROMPT = "list files"
+# One turn: a streamed answer, a permission request, and (if approved) a tool call and its result.
+TURN = [
+    {"type": "assistant.delta", "data": {"message_id": "m", "delta": "Let me "}},
+    {"type": "assistant.delta", "data": {"message_id": "m", "delta": "look."}},
+    {"type": "assistant.message", "data": {"message_id": "m", "content": "Let me look."}},
+    {
+        "type": "permission.request",
+        "data": {"title": "Run: ls", "risk": "high", "tool_call_id": "c1", "payload": "ls"},
+    },
+    {"type": "tool.start", "if": "approve", "data": {"tool_call_id": "c1", "tool_name": "shell"}},
+    {"type": "tool.complete", "if": "approve", "data": {"tool_call_id": "c1", "output": "a b"}},
+    {"type": "assistant.message", "if": "approve", "content": "Found a and b."},
+    {"type": "assistant.message", "if": ["reject", "expired"], "content": "I did not look."},
+    {"type": "session.idle"},
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """A finished run and the seqs of the moments the tests fork it at."""
+
+    run_id: str
+    stream: str
+    points: dict[str, int]  # before_permission, permission, pending, finished
+
+
+def record_origin(system: System, controller_id: str = "origin") -> Origin:
+    """Play TURN for PROMPT with the request approved; return the run and its fork points."""
+    harness = ScriptedHarness(TURN, session_id="origin-session")
+    ctrl = system.controller(harness, controller_id=controller_id)
+    ctrl.start()
+    run_id = ctrl.send(PROMPT)
+    [approval] = wait_pending(ctrl)
+    system.approvals.resolve(approval.id, "approve", "alice")
+    wait_until(ctrl, lambda: ctrl.status() == "idle")
+    assert harness.join(WAIT)
+    ctrl.close()
+    stream = f"controller-{controller_id}"
+    events = harness_records(system.log, stream)
+    permission = next(r for r in events if r.data["type"] == "permission.request")
+    before = max(r.seq for r in events if r.seq < permission.seq)
+    published, decided = (
+        next(r.seq for r in system.log.read(f"approval-{approval.id}") if r.type == t)
+        for t in ("ApprovalPublished", "ApprovalDecided")
+    )
+    assert permission.seq < published < decided
+    points = {
+        "before_permission": before,  # the streamed answer is complete; nothing asked yet
+        "permission": permission.seq,  # the request is recorded, its approval not yet
+        "pending": published,  # the approval waits for a decision
+        "finished": system.log.head().seq,  # the run has succeeded
+    }
+    return Origin(run_id, stream, points)
+
+
+def harness_records(log: EventLog, stream: str, after_seq: int = 0) -> list[Record]:
+    """The HarnessEventRecorded records of a stream after a seq."""
+    return [r for r in log.read(stream) if r.type == "HarnessEventRecorded" and r.seq > after_seq]
+
+
+def served(records: list[Record]) -> list[tuple[str, str, Any]]:
+    """What a harness published, without run ids and times: (type, id, data)."""
+    return [(r.data["type"], r.data["event_id"], r.data["data"]) for r in records]
+
+
+def strip(entries: list[TimelineEntry]) -> list[tuple[str, ...]]:
+    """Timeline entries without their times (a re-drive records at its own moment)."""
+    return [(e.id, e.kind, e.role, e.name, e.text, e.detail, e.status) for e in entries]
+
+
+def timeline(log: EventLog, run_id: str) -> list[tuple[str, ...]]:
+    """A run's timeline now, folded from the log alone."""
+    return strip(Views(log).timeline(run_id, at=log.head().seq))
