@@ -156,8 +156,9 @@ class RecordedHarness:
             self.finished.set()
 
     def _idle_after_abort(self, publish: Publish, run_id: str) -> None:
+        """The turn has stopped for an abort (not a recorded event: it is not in `served`)."""
         try:
-            self._emit(publish, HarnessEvent(SESSION_IDLE, run_id, f"{run_id}/aborted"))
+            publish(HarnessEvent(SESSION_IDLE, run_id, f"{run_id}/aborted"))
         except Exception as e:  # noqa: BLE001 - kept for tests, as a refused event
             self.errors.append(e)
 

@@ -1,12 +1,11 @@
-"""CLI commands that travel in time: runs, timeline, travel, diff; and fork, which records a new run.
+"""CLI commands that travel in time: runs, timeline, travel, diff. They only read.
 
-Everything but `fork` only reads. A moment (`--at`, `--from`, `--to`) is a seq, or an ISO
-time (a time without an offset is UTC) that names the last seq recorded at or before it.
+A moment (`--at`, `--from`, `--to`) is a seq, or an ISO time (a time without an offset is
+UTC) that names the last seq recorded at or before it.
 """
 
 from __future__ import annotations
 
-import getpass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +18,6 @@ from projections import Diff, TimelineEntry, Views
 
 from . import _cli_replay
 from ._cli_remote import OperatorClient, one_target, server_option
-from ._fork import ForkError, fork_run
 from ._output import EXIT_FOUND, console, emit_json, open_db
 
 AT_HELP = "A seq, or an ISO time such as 2026-01-01T10:42:07Z."
@@ -31,7 +29,6 @@ def register(cli: click.Group) -> None:
     cli.add_command(timeline_cmd)
     cli.add_command(travel_cmd)
     cli.add_command(diff_cmd)
-    cli.add_command(fork_cmd)
     _cli_replay.register(cli)
 
 
@@ -355,42 +352,3 @@ def _label(item: dict[str, Any]) -> str:
     key = item.get("id") or item.get("run_id") or ""
     text = item.get("text") or item.get("detail") or item.get("title") or item.get("status") or ""
     return f"{key} {item.get('kind', '')} {str(text)[:100]}".strip()
-
-
-# -- fork ----------------------------------------------------------------------------------------
-
-
-@click.command("fork")
-@click.argument("db")
-@click.argument("run_id")
-@click.option("--at", "at_text", required=True, help=f"Copy the run's history up to this moment. {AT_HELP}")
-@click.option("--actor", default=None, help="Who forks (default: the current user).")
-@click.option("--reason", default="", help="Why, for the record.")
-@click.option("--json", "as_json", is_flag=True, help="Print the new run as JSON.")
-def fork_cmd(db: str, run_id: str, at_text: str, actor: str | None, reason: str, as_json: bool) -> None:
-    """Fork an agent run: a new run whose history is the origin's up to a moment.
-
-    The new stream `controller-fork-<id>` starts with a ForkedFrom event (origin, position,
-    actor, reason) and copies of the origin run's events up to that seq. The origin is
-    never modified.
-
-    \b
-    Example:
-      flightlog fork flightlog.db 7f3a… --at 1200 --reason "retry with the fixed tool"
-    """
-    log = open_db(db)
-    try:
-        seq = parse_at(log, at_text)
-        try:
-            fork = fork_run(log, run_id, seq, actor=actor or f"cli:{getpass.getuser()}", reason=reason)
-        except ForkError as e:
-            raise click.UsageError(str(e)) from e
-    finally:
-        log.close()
-    if as_json:
-        emit_json(fork.to_dict())
-        return
-    console.print(
-        f"forked run {run_id} at seq {fork.at_seq:,} into run [bold]{fork.run_id}[/] "
-        f"({fork.stream}, {fork.copied} event(s) copied)"
-    )

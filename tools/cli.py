@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from . import _cli_approvals, _cli_export, _cli_log, _cli_serve, _cli_travel, _demo
+from . import _cli_approvals, _cli_export, _cli_fork, _cli_log, _cli_serve, _cli_travel, _demo
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -19,6 +19,7 @@ def cli() -> None:
 _cli_log.register(cli)
 _cli_approvals.register(cli)
 _cli_travel.register(cli)
+_cli_fork.register(cli)
 _cli_export.register(cli)
 _cli_serve.register(cli)
 _demo.register(cli)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,7 +10,7 @@ from actors import ScriptedHarness, System
 from eventlog import EventLog, Record
 from projections import TimelineEntry, Views
 
-from .helpers import WAIT, wait_pending, wait_until
+from .helpers import WAIT, ManualHarness, wait_pending, wait_until
 
 PROMPT = "list files"
 # One turn: a streamed answer, a permission request, and (if approved) a tool call and its result.
@@ -85,3 +86,39 @@ def strip(entries: list[TimelineEntry]) -> list[tuple[str, ...]]:
 def timeline(log: EventLog, run_id: str) -> list[tuple[str, ...]]:
     """A run's timeline now, folded from the log alone."""
     return strip(Views(log).timeline(run_id, at=log.head().seq))
+
+
+def aborted_origin(system: System, idle_at_once: bool) -> tuple[str, ManualHarness]:
+    """A run that answered once and was aborted (its harness idles inside abort, or later)."""
+    harness = ManualHarness()
+    if idle_at_once:
+        harness.on_abort = lambda run_id: harness.emit("session.idle", run_id)
+    ctrl = system.controller(harness, controller_id="aborted")
+    ctrl.start()
+    run_id = ctrl.send("long job")
+    harness.emit("assistant.message", run_id, "a1", content="working on it")
+    ctrl.abort()
+    if not idle_at_once:
+        harness.emit("session.idle", run_id)
+    assert (ctrl.run().status, ctrl.status()) == ("aborted", "idle")
+    return run_id, harness
+
+
+# A program that, for each prompt, writes a line to a marker file (its side effect) and reports it.
+MARKER_AGENT = textwrap.dedent(
+    """
+    import json, sys
+    for line in sys.stdin:
+        op = json.loads(line)
+        if op["op"] != "prompt":
+            continue
+        call = {"tool_call_id": "w1", "tool_name": "write_file", "arguments": {"path": "marker"}}
+        print(json.dumps({"type": "tool.start", "id": "t1", "data": call}), flush=True)
+        with open(sys.argv[1], "a") as f:
+            f.write(op["run_id"] + "\\n")
+        done = {"tool_call_id": "w1", "output": "ok"}
+        print(json.dumps({"type": "tool.complete", "id": "t2", "data": done}))
+        print(json.dumps({"type": "assistant.message", "id": "m1", "data": {"content": "written"}}))
+        print(json.dumps({"type": "session.idle", "id": "i1"}), flush=True)
+    """
+)

@@ -19,7 +19,7 @@ from actors import (
 from eventlog import open_log
 from eventlog.events import ControllerStarted
 
-from .forks import Origin, record_origin, timeline
+from .forks import Origin, aborted_origin, record_origin, timeline
 from .helpers import WAIT, ManualHarness, in_thread, recorded, wait_until
 
 
@@ -114,22 +114,6 @@ def test_of_two_concurrent_re_drives_one_wins_and_the_other_records_nothing(syst
 
 
 # -- aborts ----------------------------------------------------------------------------------
-
-
-def aborted_origin(system: System, idle_at_once: bool) -> tuple[str, ManualHarness]:
-    """A run that answered once and was aborted (its harness idles inside abort, or later)."""
-    harness = ManualHarness()
-    if idle_at_once:
-        harness.on_abort = lambda run_id: harness.emit("session.idle", run_id)
-    ctrl = system.controller(harness, controller_id="aborted")
-    ctrl.start()
-    run_id = ctrl.send("long job")
-    harness.emit("assistant.message", run_id, "a1", content="working on it")
-    ctrl.abort()
-    if not idle_at_once:
-        harness.emit("session.idle", run_id)
-    assert (ctrl.run().status, ctrl.status()) == ("aborted", "idle")
-    return run_id, harness
 
 
 def test_a_recording_that_runs_out_where_the_origin_was_aborted_leaves_the_run_to_its_re_driver(system):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import textwrap
 
 import pytest
 
@@ -19,7 +18,7 @@ from actors import (
 from eventlog.events import AgentRunStatusChanged, PromptDelivered
 from projections import Views
 
-from .forks import PROMPT, Origin, harness_records, record_origin, served, timeline
+from .forks import MARKER_AGENT, PROMPT, Origin, harness_records, record_origin, served, timeline
 from .helpers import WAIT, ManualHarness, recorded, wait_pending, wait_until
 
 
@@ -103,26 +102,6 @@ def test_a_decision_other_than_the_origins_ends_the_recording(system, origin):
     assert "ended 'reject' here and 'approve' in run" in error.text
     assert not any(e.kind == "tool" for e in run.entries)  # nothing the origin did after approval
     assert list(system.log.read(origin.stream)) == before
-
-
-# A program that, for each prompt, writes a line to a marker file (its side effect) and reports it.
-MARKER_AGENT = textwrap.dedent(
-    """
-    import json, sys
-    for line in sys.stdin:
-        op = json.loads(line)
-        if op["op"] != "prompt":
-            continue
-        call = {"tool_call_id": "w1", "tool_name": "write_file", "arguments": {"path": "marker"}}
-        print(json.dumps({"type": "tool.start", "id": "t1", "data": call}), flush=True)
-        with open(sys.argv[1], "a") as f:
-            f.write(op["run_id"] + "\\n")
-        done = {"tool_call_id": "w1", "output": "ok"}
-        print(json.dumps({"type": "tool.complete", "id": "t2", "data": done}))
-        print(json.dumps({"type": "assistant.message", "id": "m1", "data": {"content": "written"}}))
-        print(json.dumps({"type": "session.idle", "id": "i1"}), flush=True)
-    """
-)
 
 
 def test_a_recorded_redrive_runs_nothing_and_a_live_one_does(system, tmp_path):

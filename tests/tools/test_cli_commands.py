@@ -61,6 +61,13 @@ def flags(text: str, *more: str) -> list[str]:
     return [*text.split(), *more]
 
 
+def _fork(db: str, s: Seeded) -> str:
+    """A fork of the seeded agent run as of the head (so it is re-driven without waiting)."""
+    result = run("fork", db, s.run, "--at", str(s.head), "--json")
+    assert result.exit_code == 0, result.output
+    return str(json.loads(result.stdout)["run_id"])
+
+
 def _export(db: str, tmp: Path) -> str:
     out = tmp / "run.jsonl"
     assert run("export", db, "-o", str(out)).exit_code == 0
@@ -82,6 +89,7 @@ RUNS: dict[tuple[str, ...], Invocation] = {
     ("travel",): lambda db, s, tmp: ([db, s.run, "--at", "150", "--json"], 0),
     ("diff",): lambda db, s, tmp: ([db, s.run, "--from", "0", "--to", str(s.head), "--json"], 1),
     ("fork",): lambda db, s, tmp: ([db, s.run, "--at", "150", "--json"], 0),
+    ("redrive",): lambda db, s, tmp: ([db, _fork(db, s), "--apply-recorded", "--json"], 0),
     ("replay",): lambda db, s, tmp: ([db, "--json"], 0),
     ("replay-check",): lambda db, s, tmp: ([db, "--json"], 0),
     ("export",): lambda db, s, tmp: ([db, "-o", str(tmp / "out.jsonl"), "--json"], 0),
@@ -129,6 +137,7 @@ AFTER_DB: dict[str, list[str]] = {
     "travel": ["some-run", "--at", "1"],
     "diff": ["some-run", "--from", "1", "--to", "2"],
     "fork": ["some-run", "--at", "1"],
+    "redrive": ["some-fork"],
 }
 CREATES = {"import"}  # import writes into a new database: a missing one is created
 
