@@ -42,6 +42,9 @@ class AppendRequest:
     # Held while the caller waits; released when the request is done or the caller must lead.
     wake: threading.Lock | None = None
     promoted: bool = False
+    # The next waiter of the same group, woken by this caller once it is awake itself.
+    chain: threading.Lock | None = None
+    abandoned: bool = False  # its caller stopped waiting (an interrupt)
 
 
 def check_catalogue_shape(new: NewEvent) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
@@ -70,6 +71,8 @@ class EventLog(abc.ABC):
             except BaseException:
                 self._abandon(req)
                 raise
+            if req.done:
+                self._pass_on(req)
         # A leader's request is always first in the queue (the lead passes to the oldest
         # waiting request, and nobody leads an empty queue), so its group holds it.
         while not req.done:
@@ -91,13 +94,19 @@ class EventLog(abc.ABC):
                 r.result = None
                 r.error = _copy_error(exc)
         finally:
+            # The waiters wake one after another, each passing the wake-up on (_pass_on):
+            # waking them all at once would have every one of them fight for the GIL with
+            # the next leader, which halves the throughput of many appending threads.
             with self._cond:
+                # batch[0] is the leader's own; an abandoned caller would not pass it on.
+                waiting = [r for r in batch[1:] if r.wake is not None and not r.abandoned]
                 for r in batch:
                     r.done = True
+                for r, after in itertools.pairwise(waiting):
+                    r.chain = after.wake
                 successor = self._hand_on()
-            for r in batch:
-                if r.wake is not None:
-                    r.wake.release()
+            if waiting:
+                waiting[0].wake.release()  # type: ignore[union-attr]
             if successor is not None:
                 successor.release()
             self._wake_followers()
@@ -116,14 +125,25 @@ class EventLog(abc.ABC):
         nxt.promoted = True
         return nxt.wake
 
+    @staticmethod
+    def _pass_on(req: AppendRequest) -> None:
+        """Wake the next waiter of `req`'s group, once `req`'s own caller is awake."""
+        after, req.chain = req.chain, None
+        if after is not None:
+            after.release()
+
     def _abandon(self, req: AppendRequest) -> None:
-        """Withdraw a request whose caller stopped waiting (an interrupt), passing on its lead."""
+        """Withdraw a request whose caller stopped waiting (an interrupt), passing on its lead
+        or, if its group was already written, the wake-up its caller would have passed on."""
         successor = None
         with self._cond:
             if req in self._queue:
                 self._queue.remove(req)
                 if req.promoted:
                     successor = self._hand_on()
+            else:  # its group is being written, or was: its wake-up must not stop with it
+                req.abandoned = True
+                successor, req.chain = req.chain, None
         if successor is not None:
             successor.release()
 
