@@ -1,0 +1,105 @@
+"""Raw sqlite3 upper bounds for `flightlog bench log`: what SQLite itself does on this machine.
+
+Some targets compare flightlog with a workload that raw SQLite cannot reach either. These
+workloads measure, in the same run, the best case of each such workload with no library in
+the way, so the report can say which targets are beyond raw sqlite3 here:
+
+- the 16-thread workload's rows written by one appender, 16 to a transaction: a perfect group
+  commit with no threads and no hash chain (each transaction touches one index page per
+  stream, which is what a group of 16 streams costs);
+- batches of 100 into eventsourcing's own table (4 columns, one index), by `executemany`;
+- loading one stream by its index, `orjson.loads` of each data value.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from . import _bench_log_workloads as w
+
+
+def raw_interleaved(path: str, total: int, seconds: float) -> w.Measured:
+    """One appender writes THREADS streams' single events, THREADS rows to a transaction."""
+    conn = w._raw_connect(path)
+    now_us = time.time_ns() // 1000
+    versions = [0] * w.THREADS
+
+    def step(done: int) -> int:
+        rows = []
+        for t in range(w.THREADS):
+            versions[t] += 1
+            version = versions[t]
+            data = {"run_id": w._RUN_ID, "n": version - 1, "tool": "shell", "detail": "ls -la /tmp/workspace"}
+            rows.append(
+                (
+                    done + t + 1,
+                    f"bench-t{t}",
+                    version,
+                    "BenchEventRecorded",
+                    1,
+                    orjson.dumps(data, option=orjson.OPT_SORT_KEYS),
+                    b"{}",
+                    w._event_id(),
+                    now_us,
+                    w._NO_HASH,
+                    w._NO_HASH,
+                )
+            )
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(w._INSERT, rows)
+        conn.execute("COMMIT")
+        return w.THREADS
+
+    try:
+        return w._timed(total, seconds, step)
+    finally:
+        conn.close()
+
+
+def raw_peer_table(path: str, total: int, seconds: float) -> w.Measured:
+    """`executemany` batches of BATCH rows into eventsourcing's table, as the library creates it."""
+    w.Peer(path).close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {w.SYNC}")
+    insert = "INSERT INTO stored_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)"
+    originators: dict[int, str] = {}
+
+    def step(done: int) -> int:
+        originator = originators.setdefault(done // w.STREAM_LEN, uuid.uuid4().hex)
+        rows: list[tuple[Any, ...]] = []
+        for i in range(w.BATCH):
+            n = done + i
+            data = {"run_id": w._RUN_ID, "n": n, "tool": "shell", "detail": "ls -la /tmp/workspace"}
+            rows.append(
+                (originator, n % w.STREAM_LEN + 1, w.TOPIC, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+            )
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(insert, rows)
+        conn.execute("COMMIT")
+        return w.BATCH
+
+    try:
+        return w._timed(total, seconds, step)
+    finally:
+        conn.close()
+
+
+def raw_load(path: str, stream: str) -> int:
+    """One SELECT of every column of one stream by its index, `orjson.loads` of each data value."""
+    conn = sqlite3.connect(path)
+    try:
+        loads = orjson.loads
+        n = 0
+        query = f"SELECT {w.COLUMNS} FROM events WHERE stream = ? ORDER BY version"
+        for row in conn.execute(query, (stream,)):
+            loads(row[5])
+            n += 1
+        return n
+    finally:
+        conn.close()
