@@ -16,7 +16,7 @@ from psycopg import sql
 from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records, settle_refused
 from ._chain import Hasher
 from ._clock import Clock, to_micros
-from ._errors import IdempotencyConflict, StorageError
+from ._errors import IdempotencyConflict, ReadOnlyDatabaseError, StorageError
 from ._import import ImportTarget
 from ._log import EventLog
 from ._pgconn import Conn, Connector, Listener, ReaderPool, usable
@@ -68,21 +68,41 @@ class PostgresLog(SQLReads, EventLog):
 
     PLACEHOLDER = "%s"
 
-    def __init__(self, url: str, *, clock: Clock | None = None, hmac_key: bytes | None = None) -> None:
+    def __init__(
+        self, url: str, *, clock: Clock | None = None, hmac_key: bytes | None = None, readonly: bool = False
+    ) -> None:
         super().__init__(clock=clock, hmac_key=hmac_key)
         self._connector = Connector(url)
         self.url = self._connector.safe_url
+        self.readonly = readonly
         self._write_lock = threading.Lock()
         self._listener_lock = threading.Lock()
         self._listener: Listener | None = None
-        self._writer: Conn | None = self._connect_writer()
+        self._writer: Conn | None = None if readonly else self._connect_writer()
+        conn = self._writer or self._connector.connect()
         try:
-            schema = migrate(self._writer)
-        except psycopg.Error as e:
-            self._writer.close()
-            raise self._connector.translate(e) from e
+            schema = self._existing_schema(conn) if readonly else migrate(conn)
+        except BaseException as e:
+            conn.close()
+            if isinstance(e, psycopg.Error):
+                raise self._connector.translate(e) from e
+            raise
+        if readonly:
+            conn.close()  # reads go through the pool; a read-only log has no writer
         self._channel = channel_for(schema)
         self._readers = ReaderPool(self._connector)
+
+    def _existing_schema(self, conn: Conn) -> str:
+        """The schema of a log that is there and up to date; a read-only open creates nothing."""
+        schema = _scalar(conn, "SELECT current_schema()")
+        if schema is None or _scalar(conn, "SELECT to_regclass('events')") is None:
+            raise StorageError(self.url, "opened read-only, and there is no log on its search_path")
+        if pending := _pending(conn):
+            raise StorageError(
+                self.url,
+                f"opened read-only, and the log needs migrations {', '.join(pending)}: open it writable once",
+            )
+        return str(schema)
 
     # -- the EventLog contract -------------------------------------------------------------
 
@@ -104,6 +124,8 @@ class PostgresLog(SQLReads, EventLog):
         return super().follow(after_seq, stop=stop, poll_interval=poll_interval)
 
     def _write_batch(self, batch: list[AppendRequest]) -> None:
+        if self.readonly:
+            raise ReadOnlyDatabaseError(self.url, "opened read-only")
         with self._write_lock:
             try:
                 conn = self._live_writer()
@@ -123,6 +145,8 @@ class PostgresLog(SQLReads, EventLog):
         if dry_run:
             yield ImportTarget(self._query, None, self.PLACEHOLDER)
             return
+        if self.readonly:
+            raise ReadOnlyDatabaseError(self.url, "opened read-only")
         self._check_open()
         with self._write_lock:
             try:

@@ -265,7 +265,9 @@ def snapshot_store(log: EventLog) -> SnapshotStore:
             elif type(log).__module__.endswith("._postgres") and hasattr(log, "_connector"):
                 from ._snapshots_pg import PostgresSnapshotStore
 
-                store = _STORES[log] = PostgresSnapshotStore(log._connector)
+                store = _STORES[log] = PostgresSnapshotStore(
+                    log._connector, readonly=bool(getattr(log, "readonly", False))
+                )
             else:
                 raise SnapshotsUnsupported(
                     f"{log.url}: this backend stores no snapshots; views over this log fold from seq 0"

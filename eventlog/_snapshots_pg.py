@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from ._errors import StorageError
+from ._errors import ReadOnlyDatabaseError, StorageError
 from ._pgconn import Conn, Connector
 from ._snapshots import Snapshot, SnapshotStore
 
@@ -34,8 +34,9 @@ _LOCK = int.from_bytes(hashlib.sha256(b"flightlog snapshots").digest()[:8], "big
 class PostgresSnapshotStore(SnapshotStore):
     """Snapshots next to the events of a PostgreSQL log; a short-lived connection per call."""
 
-    def __init__(self, connector: Connector) -> None:
+    def __init__(self, connector: Connector, *, readonly: bool = False) -> None:
         self._connector = connector
+        self.readonly = readonly
         self._ready = False
         self._lock = threading.Lock()
 
@@ -43,7 +44,7 @@ class PostgresSnapshotStore(SnapshotStore):
     def _connection(self) -> Iterator[Conn]:
         conn = self._connector.connect()
         try:
-            if not self._ready:
+            if not self._ready and not self.readonly:
                 with self._lock, conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
                     conn.execute(_CREATE)
@@ -56,9 +57,15 @@ class PostgresSnapshotStore(SnapshotStore):
 
     def _rows(self, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._connection() as conn:
+            if self.readonly and conn.execute("SELECT to_regclass('snapshots')").fetchone() == (None,):
+                return []  # a read-only store creates nothing: no table yet is no snapshot yet
             return conn.execute(query, params).fetchall()
 
     def _write(self, query: str, params: tuple[Any, ...]) -> int:
+        if self.readonly:
+            raise ReadOnlyDatabaseError(
+                self._connector.safe_url, "opened read-only: snapshots are not stored"
+            )
         with self._connection() as conn, conn.transaction():
             return int(conn.execute(query, params).rowcount)
 

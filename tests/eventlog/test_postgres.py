@@ -266,6 +266,47 @@ def test_a_read_only_connection_refuses_appends_with_a_typed_error(open_pg, url)
         log.close()
 
 
+def test_readonly_reads_follows_and_verifies_but_writes_nothing(open_pg, url, schema):
+    writer = open_pg()
+    writer.append("run-1", [NewEvent("TaskRegistered"), NewEvent("RunStarted")])
+    log = open_pg(readonly=True)
+    assert [r.type for r in log.read("run-1")] == ["TaskRegistered", "RunStarted"]
+    assert log.verify().ok
+    with pytest.raises(ReadOnlyDatabaseError, match="read-only"):
+        log.append("run-1", [NewEvent("Noted")])
+    # It still sees what writers commit, and follows it.
+    writer.append("run-2", [NewEvent("TaskRegistered")])
+    follower = Follower(log)
+    try:
+        assert [r.seq for r in follower.take(3)] == [1, 2, 3]
+    finally:
+        follower.close()
+    assert log.head() == writer.head()
+
+
+def test_readonly_views_fold_from_zero_without_creating_the_snapshots_table(open_pg, url, schema):
+    from projections import Views
+
+    open_pg().append("run-1", [NewEvent("TaskRegistered")])
+    log = open_pg(readonly=True)
+    Views(log).runs()  # the broker's run registry, folded from seq 0
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT to_regclass('snapshots')").fetchone() == (None,)
+    from eventlog._snapshots import snapshot_store
+
+    with pytest.raises(ReadOnlyDatabaseError):
+        snapshot_store(log).delete()
+
+
+def test_readonly_open_of_a_schema_without_a_log_creates_nothing(url, schema):
+    with pytest.raises(StorageError, match="read-only, and there is no log") as caught:
+        open_log(url, readonly=True)
+    assert caught.value.path.startswith("postgresql://")
+    with psycopg.connect(pg_url() or "") as conn:
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchall()
+    assert found == []  # not even the schema was created
+
+
 def test_connection_errors_never_show_the_password():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
