@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -111,7 +112,11 @@ class SQLiteLog(SQLReads, EventLog):
         conn: sqlite3.Connection | None = None
         try:
             if self.readonly:
-                uri = f"file:{os.path.abspath(self.path)}?mode=ro"
+                uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
+                if _on_readonly_media(self.path):
+                    # A WAL database needs its -shm file, which cannot be created here; nothing
+                    # can change the file on read-only media, so SQLite may skip locking it.
+                    uri += "&immutable=1"
                 conn = sqlite3.connect(
                     uri, uri=True, isolation_level=None, check_same_thread=False, timeout=self._busy
                 )
@@ -267,3 +272,11 @@ def translate(exc: sqlite3.Error, path: str) -> StorageError:
             return ReadOnlyDatabaseError(path, f"its folder cannot be written: {message}")
         return StorageError(path, f"cannot open the database: {message}")
     return StorageError(path, message)
+
+
+def _on_readonly_media(path: str) -> bool:
+    """Whether `path`'s folder is on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False

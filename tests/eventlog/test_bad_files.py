@@ -184,6 +184,22 @@ def test_a_read_only_filesystem(tmpfs):
     assert stored_ids(path) == ids
 
 
+def test_a_log_on_read_only_media_opens_read_only(tmpfs):
+    # Closed cleanly, a WAL database has no -shm file, and none can be created here.
+    folder = tmpfs("size=4m")
+    path = folder / "log.db"
+    ids = make_log(path)
+    before = digest(path)
+    tmpfs("ro")
+    with open_log(path, readonly=True) as log:
+        assert [r.event_id for r in log.read_all()] == ids
+        assert log.verify().ok
+        with pytest.raises(ReadOnlyDatabaseError):
+            log.append("run-1", [NewEvent("Noted")])
+    assert digest(path) == before
+    assert sorted(p.name for p in folder.iterdir()) == ["log.db"]
+
+
 def fill(log: EventLog, path: Path) -> tuple[list[str], DiskFullError, str]:
     """Append batches until the disk is full: (acknowledged ids, the error, main file digest before)."""
     acked: list[str] = []
