@@ -77,6 +77,7 @@ from ._errors import (
     InvalidBaseDirError,
     InvalidSessionRequestError,
     InvalidToolOverrideScopeError,
+    NoRecordedResultError,
     NotAForkError,
     ProjectError,
     ProjectNotFoundError,
@@ -101,6 +102,7 @@ from ._harnesses import ScriptedHarness, SentPrompt
 from ._projects import Projects, default_project_id
 from ._reconcile import Reconciler, intent_digest
 from ._recorded_harness import RecordedHarness
+from ._recorded_reconciler import RecordedReconciler
 from ._recorded_turn import RecordedStep, RecordedTurn, recorded_turn
 from ._session_decider import TURN_FAILED, TURN_INTERRUPTED, TURN_SUCCEEDED, SessionInfo, SessionRequest
 from ._session_keys import (
@@ -272,6 +274,7 @@ __all__ = [
     "InvalidBaseDirError",
     "InvalidSessionRequestError",
     "InvalidToolOverrideScopeError",
+    "NoRecordedResultError",
     "NotAForkError",
     "PermissionState",
     "ProjectError",
@@ -281,6 +284,7 @@ __all__ = [
     "ReconcileError",
     "Reconciler",
     "RecordedHarness",
+    "RecordedReconciler",
     "RecordedStep",
     "RecordedTurn",
     "Recorder",

@@ -13,6 +13,8 @@ from eventlog.events import ReconcileApprovalDropped, ReconcileApprovalGranted
 from ._controller_decider import ABORTING, STOPPED, ControllerState, OneTime, Started, Step, fold, step
 from ._errors import ContentionError, ReconcileError
 
+CONSUMED = "consumed by dispatch"  # why a dispatch drops the one-time approval it takes
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RecordGate:
@@ -78,7 +80,7 @@ class ControllerActor(pykka.ThreadingActor):
         if m.take:
             taken = one_time.pop(m.take, None)
             if taken is not None:
-                events.append(ReconcileApprovalDropped(run_id, (m.take,), "consumed by dispatch", now))
+                events.append(ReconcileApprovalDropped(run_id, (m.take,), CONSUMED, now))
         if m.store is not None:
             if self.state.phase in (ABORTING, STOPPED) or m.lifecycle is not self.lifecycle:
                 raise ReconcileError("reconcile approval was invalidated before dispatch")

@@ -23,7 +23,8 @@ ActorsError
 │   ├── ControllerValidationError       a bad prompt or delivery (also ValueError)
 │   ├── HarnessError                    a harness could not start, reach or stop its agent
 │   ├── HarnessEventError               a harness event for a run that is not the active one
-│   ├── ReconcileError                  the reconcile gate refused or failed a step
+│   ├── ReconcileError                  the reconcile gate refused or failed a step (.outcome)
+│   │   └── NoRecordedResultError           a recorded reconciler holds no result for what it is asked
 │   ├── RunConflictError                the caller's run is not the current one
 │   ├── RunNotActiveError               the run cannot be steered now
 │   └── SessionConflictError            the caller's session is not the current one
@@ -376,4 +377,18 @@ class HarnessEventError(ControllerError):
 
 
 class ReconcileError(ControllerError):
-    """Raised when the reconcile gate refuses or fails a step; the message says which."""
+    """Raised when the reconcile gate refuses or fails a step; the message says which.
+
+    `outcome` is what a refused or failed dispatch recorded (`refused`, `failed`), else "".
+    """
+
+    def __init__(self, message: str, outcome: str = "") -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+class NoRecordedResultError(ReconcileError):
+    """Raised when a recorded reconciler is asked for an intent its origin did not prepare or dispatch there.
+
+    Nothing live is called instead: the step fails, and a re-drive from the recording ends.
+    """

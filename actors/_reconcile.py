@@ -20,11 +20,17 @@ from eventlog.events import ReconcileDispatched, ReconcilePrepared
 from ._approval_model import APPROVE, ApprovalRequest, ApprovalResolution
 from ._controller_actor import Lifecycle, RecordGate
 from ._controller_decider import OneTime
-from ._errors import ReconcileError
+from ._errors import NoRecordedResultError, ReconcileError
 from ._harness import HarnessEvent
 
 if TYPE_CHECKING:
     from ._controller import Controller
+
+# How a dispatch ended, as its ReconcileDispatched event records it.
+DISPATCHED = "dispatched"
+REFUSED = "refused"
+FAILED = "failed"
+NO_EVIDENCE = "no evidence"  # the detail of a dispatch whose reconciler returned nothing
 
 
 class Reconciler(Protocol):
@@ -113,26 +119,29 @@ class ReconcileGate:
             )
 
         if grant is None:
-            outcome("refused", "no matching one-time approval")
-            raise ReconcileError("reconcile dispatch has no matching one-time approval")
+            outcome(REFUSED, "no matching one-time approval")
+            raise ReconcileError("reconcile dispatch has no matching one-time approval", REFUSED)
         if self._c._clock.now() >= grant.expires_at:
-            outcome("refused", "expired")
-            raise ReconcileError("reconcile approval expired before dispatch")
+            outcome(REFUSED, "expired")
+            raise ReconcileError("reconcile approval expired before dispatch", REFUSED)
         if digest != grant.input_sha256:
-            outcome("refused", "input changed")
-            raise ReconcileError("reconcile input changed after approval")
+            outcome(REFUSED, "input changed")
+            raise ReconcileError("reconcile input changed after approval", REFUSED)
         if self._reconciler is None:
             raise ReconcileError("reconciler is unavailable")
         try:
             evidence = self._reconciler.reconcile_approved(
                 copy.deepcopy(clean), copy.deepcopy(grant.revision)
             )
+        except NoRecordedResultError as e:
+            outcome(FAILED, str(e))
+            raise  # typed as it is: a re-drive from the recording ends on it
         except Exception as e:
-            outcome("failed", str(e))
-            raise ReconcileError(f"reconcile failed: {e}") from e
+            outcome(FAILED, str(e))
+            raise ReconcileError(f"reconcile failed: {e}", FAILED) from e
         if evidence is None:
-            outcome("failed", "no evidence")
-            raise ReconcileError("reconciler returned no evidence")
+            outcome(FAILED, NO_EVIDENCE)
+            raise ReconcileError("reconciler returned no evidence", FAILED)
         checked = _checked(evidence, "reconcile evidence")
-        outcome("dispatched")
+        outcome(DISPATCHED)
         return checked

@@ -3,23 +3,30 @@
 It runs no program and no tool: it publishes what the origin's harness published after the
 fork point, with the same ids and data, for the run it is handed. Permission requests go
 through the controller's approval gate again and are decided by whoever re-drives the fork;
-the origin's decision is never applied by the harness. When the fork's decision differs from
-the origin's, there is no recorded result to serve: the turn ends with `session.error`.
+the origin's decision is never applied by the harness. Where the origin's reconcile gate
+dispatched, it dispatches the same input through the fork's gate (`dispatch`, which
+`System.fork_controller` binds to the controller, whose reconciler then serves the recorded
+result). When the fork's decision or dispatch ends otherwise than the origin's, there is no
+recorded result to serve: the turn ends with `session.error`.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from eventlog import EventLog
 from projections import Views
 
-from ._errors import HarnessError
+from ._errors import HarnessError, NoRecordedResultError
 from ._fork import fork_origin
 from ._harness import PERMISSION_REQUEST, SESSION_ERROR, SESSION_IDLE, HarnessEvent, Publish
 from ._harnesses import JOIN_TIMEOUT, TERMINAL
-from ._recorded_turn import ERROR, RecordedStep, RecordedTurn, recorded_turn
+from ._reconcile import DISPATCHED, FAILED
+from ._recorded_turn import DISPATCH, ERROR, RecordedStep, RecordedTurn, recorded_turn
+
+Dispatch = Callable[[dict[str, Any], str], dict[str, Any]]
 
 
 class RecordedHarness:
@@ -31,10 +38,15 @@ class RecordedHarness:
     ends otherwise than the origin's did, the turn ends with `session.error` saying so. An
     abort stops the turn before its next step and publishes `session.idle`.
 
+    A recorded dispatch calls `dispatch(input, tool_call_id)` (a controller's
+    `reconcile_approved`); without one, or when the recording lacks the input dispatched,
+    the turn ends with `session.error`, as it does when the dispatch ends otherwise here.
+
     For tests and re-drivers: `served` (ids published), `decisions` (how each request ended
-    here), `diverged` (the divergence message, or ""), `waiting` (the permission step being
-    decided now), `finished` (set when the turn has stopped playing) and `exhausted` (it
-    played every step without a terminal event: the recording ran out).
+    here), `dispatches` (how each recorded dispatch ended here), `diverged` (the divergence
+    message, or ""), `waiting` (the permission step being decided now), `finished` (set when
+    the turn has stopped playing) and `exhausted` (it played every step without a terminal
+    event: the recording ran out).
     """
 
     def __init__(self, turn: RecordedTurn, *, threaded: bool = True) -> None:
@@ -43,6 +55,8 @@ class RecordedHarness:
         self.session_id = turn.session_id or "recorded"
         self.served: list[str] = []
         self.decisions: list[str] = []
+        self.dispatches: list[str] = []
+        self.dispatch: Dispatch | None = None
         self.errors: list[BaseException] = []
         self.aborts: list[str] = []
         self.diverged = ""
@@ -122,26 +136,17 @@ class RecordedHarness:
             for step in self.turn.steps:
                 if stop.is_set() or run_id in self.aborts:
                     return
-                event = HarnessEvent(step.type, run_id, step.id, dict(step.data))
-                if step.type != PERMISSION_REQUEST:
-                    self._emit(publish, event)
+                if step.type == DISPATCH:
+                    diverged = self._dispatch(step)
+                elif step.type == PERMISSION_REQUEST:
+                    diverged = self._ask(publish, run_id, step)
+                else:
+                    self._emit(publish, HarnessEvent(step.type, run_id, step.id, dict(step.data)))
                     continue
-                self.waiting = step
-                try:
-                    outcome = str(getattr(self._emit(publish, event), "decision", "") or ERROR)
-                except Exception as e:  # noqa: BLE001 - a failed request is an outcome, as recorded
-                    self.errors.append(e)
-                    outcome = ERROR
-                finally:
-                    self.waiting = None
-                self.decisions.append(outcome)
                 if stop.is_set() or run_id in self.aborts:
-                    return  # an abort or close ended the wait: that is no divergence
-                if step.decision and outcome != step.decision:
-                    self.diverged = (
-                        f"no recorded result: permission request {step.id} ended {outcome!r} here "
-                        f"and {step.decision!r} in run {self.turn.origin_run_id}"
-                    )
+                    return  # an abort or close ended the step: that is no divergence
+                if diverged:
+                    self.diverged = f"no recorded result: {diverged}"
                     data = {"message": self.diverged}
                     self._emit(publish, HarnessEvent(SESSION_ERROR, run_id, f"{step.id}/diverged", data))
                     return
@@ -154,6 +159,53 @@ class RecordedHarness:
             if aborted and not stop.is_set():
                 self._idle_after_abort(publish, run_id)
             self.finished.set()
+
+    def _ask(self, publish: Publish, run_id: str, step: RecordedStep) -> str:
+        """Ask a recorded permission request again; how it diverged from the origin's, or ""."""
+        self.waiting = step
+        error: Exception | None = None
+        try:
+            event = HarnessEvent(step.type, run_id, step.id, dict(step.data))
+            outcome = str(getattr(self._emit(publish, event), "decision", "") or ERROR)
+        except Exception as e:  # noqa: BLE001 - a failed request is an outcome, as recorded
+            self.errors.append(e)
+            error, outcome = e, ERROR
+        finally:
+            self.waiting = None
+        self.decisions.append(outcome)
+        if not step.decision or outcome == step.decision:
+            return ""
+        if isinstance(error, NoRecordedResultError):
+            return str(error).removeprefix("no recorded result: ")
+        why = f" ({error})" if error is not None else ""
+        return (
+            f"permission request {step.id} ended {outcome!r} here{why} "
+            f"and {step.decision!r} in run {self.turn.origin_run_id}"
+        )
+
+    def _dispatch(self, step: RecordedStep) -> str:
+        """Dispatch what the origin's gate dispatched here; how it diverged from the origin's, or ""."""
+        data, origin = step.data, self.turn.origin_run_id
+        intent, dispatch = data.get("input"), self.dispatch
+        if dispatch is None:
+            return f"reconcile dispatch {step.id} has no controller to dispatch through"
+        if not isinstance(intent, dict):
+            digest = str(data["input_sha256"])[:12]
+            return f"reconcile dispatch {step.id}: run {origin} recorded no input of digest {digest}"
+        why = ""
+        try:
+            dispatch(dict(intent), step.id)
+            outcome = DISPATCHED
+        except Exception as e:  # noqa: BLE001 - a refused or failed dispatch is an outcome, as recorded
+            if isinstance(e, NoRecordedResultError):
+                self.dispatches.append(FAILED)
+                return str(e).removeprefix("no recorded result: ")
+            outcome, why = str(getattr(e, "outcome", "") or FAILED), f" ({e})"
+        self.dispatches.append(outcome)
+        if outcome == data["outcome"]:
+            return ""
+        recorded = data["outcome"]
+        return f"reconcile dispatch {step.id} ended {outcome!r} here{why} and {recorded!r} in run {origin}"
 
     def _idle_after_abort(self, publish: Publish, run_id: str) -> None:
         """The turn has stopped for an abort (not a recorded event: it is not in `served`)."""

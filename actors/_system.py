@@ -16,10 +16,13 @@ from ._approval_queue import ApprovalQueue
 from ._broker import Broker
 from ._controller import Controller
 from ._directory import Directory
+from ._errors import ForkError
 from ._fork import fork_controller_id, fork_origin
 from ._harness import Harness
 from ._projects import Projects
 from ._reconcile import Reconciler
+from ._recorded_harness import RecordedHarness
+from ._recorded_reconciler import RecordedReconciler
 from ._session_turns import HarnessSource
 from ._sessions import Sessions
 from ._tool_override_store import ToolOverrides
@@ -211,13 +214,25 @@ class System:
         """The controller of fork `fork_run_id` (`fork-<id>`), ready for `redrive()`.
 
         It folds the fork's stream without crash recovery, so opening it never touches a run
-        that another controller is re-driving. Raises ForkNotFoundError for an unknown id and
-        NotAForkError for a run or stream that is not a fork.
+        that another controller is re-driving. With a RecordedHarness, reconciles are served
+        from the recording too: the reconciler defaults to a RecordedReconciler of the same
+        turn (a live one is refused), and the harness dispatches through this controller.
+        Raises ForkNotFoundError for an unknown id, NotAForkError for a run or stream that is
+        not a fork.
         """
         fork_origin(self.log, fork_run_id, self.views)
-        return self.controller(
+        recording = harness if isinstance(harness, RecordedHarness) else None
+        if recording is not None:
+            if reconciler is None:
+                reconciler = RecordedReconciler(recording.turn)
+            elif not isinstance(reconciler, RecordedReconciler):
+                raise ForkError("a re-drive from the recording takes no live reconciler")
+        ctrl = self.controller(
             harness, reconciler, controller_id=fork_controller_id(fork_run_id), recover=False
         )
+        if recording is not None:
+            recording.dispatch = ctrl.reconcile_approved
+        return ctrl
 
     def tick(self) -> int:
         """Fire whatever is due now (approval deadlines); return how many fired."""

@@ -44,8 +44,8 @@ def redrive_options(fn: F) -> F:
         click.option(
             "--apply-recorded",
             is_flag=True,
-            help="Decide the fork's approvals as the origin's were decided, instead of waiting for "
-            "someone to approve or reject them.",
+            help="Decide the fork's approvals as the origin's were decided (every recorded vote, in "
+            "order, by '<voter> (recorded)'), instead of waiting for someone to approve or reject them.",
         ),
         click.option(
             "--approval-timeout",
@@ -106,7 +106,7 @@ def fork_cmd(
             raise click.UsageError(str(e)) from e
         done = None
         if then_redrive:
-            done = _redrive(db, log, fork.run_id, harness, prompt, apply_recorded, approval_timeout, who)
+            done = _redrive(db, log, fork.run_id, harness, prompt, apply_recorded, approval_timeout)
     finally:
         log.close()
     if as_json:
@@ -123,13 +123,11 @@ def fork_cmd(
 @click.command("redrive")
 @click.argument("db")
 @click.argument("fork_run_id")
-@click.option("--actor", default=None, help="Who re-drives (default: the current user).")
 @redrive_options
 @click.option("--json", "as_json", is_flag=True, help="Print how the re-drive ended as JSON.")
 def redrive_cmd(
     db: str,
     fork_run_id: str,
-    actor: str | None,
     command: str | None,
     prompt: str | None,
     apply_recorded: bool,
@@ -141,10 +139,12 @@ def redrive_cmd(
     The copied run resumes as it was at the fork point: a running run is handed to the
     harness to play the rest of its turn, an aborting one finishes its abort, an ended one
     stays ended. By default the harness serves the origin's recorded results: nothing is
-    executed, and permission requests wait in the approval gate for a decision (`flightlog
-    approve`/`reject` beside it, --apply-recorded, or the timeout); a decision other than
-    the origin's ends the run failed, since nothing was recorded for it. A recording that
-    runs out before the run ended (the origin was aborted there) aborts the fork's run.
+    executed (a reconcile goes through the gate again and is served the origin's recorded
+    result), and permission requests wait in the approval gate for a decision (`flightlog
+    approve`/`reject` beside it, --apply-recorded, or the timeout); a decision or dispatch
+    other than the origin's ends the run failed, since nothing was recorded for it. A
+    recording that runs out before the run ended (the origin was aborted there) aborts the
+    fork's run.
 
     \b
     Example:
@@ -153,10 +153,9 @@ def redrive_cmd(
       flightlog redrive flightlog.db 5b1c… --command "python agent.py" --prompt "try again"
     """
     harness = _harness(command, prompt, apply_recorded)
-    who = actor or f"cli:{getpass.getuser()}"
     log = open_db(db)
     try:
-        done = _redrive(db, log, fork_run_id, harness, prompt, apply_recorded, approval_timeout, who)
+        done = _redrive(db, log, fork_run_id, harness, prompt, apply_recorded, approval_timeout)
     finally:
         log.close()
     if as_json:
@@ -190,7 +189,6 @@ def _redrive(
     prompt: str | None,
     apply_recorded: bool,
     approval_timeout: float,
-    actor: str,
 ) -> Redriven:
     def announce(approval: Approval) -> None:
         err_console.print(
@@ -206,7 +204,6 @@ def _redrive(
                 harness,
                 prompt=prompt,
                 apply_recorded=apply_recorded,
-                actor=actor,
                 on_pending=announce,
             )
         except ActorsError as e:
@@ -222,5 +219,7 @@ def _print_redriven(r: Redriven) -> None:
     console.print(f"re-drove run [bold]{r.run_id}[/] with {source}: [bold]{r.status}[/]{reason}{served}")
     if r.decisions:
         console.print(f"permission requests ended: {', '.join(r.decisions)}")
+    if r.dispatches:
+        console.print(f"recorded reconcile dispatches ended: {', '.join(r.dispatches)}")
     if r.ran_out:
         console.print("the recording ran out before the run ended (the origin was aborted there): aborted")

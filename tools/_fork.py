@@ -1,11 +1,13 @@
 """Forks from the command line: record one (`actors.fork_run`), then re-drive it to its end.
 
 Re-driving runs the fork's controller in this process until the run it drives has ended
-(the controller is idle again). Permission requests wait in the approval gate for whoever
-decides them (`flightlog approve` beside it, or the approval timeout); with
-`apply_recorded` each one is decided as the origin's was, by `actor`. If the recording runs
-out before a terminal event (the origin was aborted after the fork point, or never ended),
-the fork's run is aborted.
+(the controller is idle again). From the recording, reconciles are served by the origin's
+recorded results (`System.fork_controller` sets that up). Permission requests wait in the
+approval gate for whoever decides them (`flightlog approve` beside it, or the approval
+timeout); with `apply_recorded` each one is decided as the origin's was: every recorded
+vote again, in order, each by its voter as `<voter> (recorded)`. If the recording runs out
+before a terminal event (the origin was aborted after the fork point, or never ended), the
+fork's run is aborted.
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors import (
-    APPROVE,
     EXPIRED,
     IDLE,
-    REJECT,
     RUNNING,
     Approval,
     ApprovalError,
@@ -26,6 +26,7 @@ from actors import (
     Fork,
     ForkError,
     Harness,
+    QuorumPendingError,
     RecordedHarness,
     System,
     fork_run,
@@ -47,6 +48,7 @@ class Redriven:
     recorded: bool
     served: int = 0  # recorded events published again
     decisions: tuple[str, ...] = ()  # how the fork's permission requests ended, in order
+    dispatches: tuple[str, ...] = ()  # how the recorded reconcile dispatches ended in the fork
     diverged: str = ""  # why the recording stopped serving, if a decision differed from the origin's
     ran_out: bool = False  # the recording ended before a terminal event: the run was aborted
 
@@ -59,6 +61,7 @@ class Redriven:
             "recorded": self.recorded,
             "served": self.served,
             "decisions": list(self.decisions),
+            "dispatches": list(self.dispatches),
             "diverged": self.diverged,
             "ran_out": self.ran_out,
         }
@@ -71,13 +74,13 @@ def redrive(
     *,
     prompt: str | None = None,
     apply_recorded: bool = False,
-    actor: str = "",
     on_pending: Callable[[Approval], object] | None = None,
 ) -> Redriven:
     """Re-drive fork `fork_run_id` until the run it drives has ended; return how it ended.
 
-    Without `harness` the fork's recording is served (RecordedHarness). `on_pending` hears of
-    each approval of the run that waits for someone to decide it.
+    Without `harness` the fork's recording is served (RecordedHarness, with a
+    RecordedReconciler). `on_pending` hears of each approval of the run that waits for
+    someone to decide it.
     """
     recording: RecordedHarness | None = None
     if harness is None:
@@ -101,7 +104,7 @@ def redrive(
                     continue
                 seen.add(approval.id)
                 step = recording.waiting if recording is not None else None
-                if apply_recorded and step is not None and _apply(queue, approval, step.decision, actor):
+                if apply_recorded and step is not None and _apply(queue, approval, step.votes):
                     continue
                 if on_pending is not None:
                     on_pending(approval)
@@ -115,23 +118,28 @@ def redrive(
         return Redriven(fork_run_id, run.id, run.status, reason, False)
     return Redriven(
         fork_run_id, run.id, run.status, reason, True, len(recording.served), tuple(recording.decisions),
-        recording.diverged, ran_out,
+        tuple(recording.dispatches), recording.diverged, ran_out,
     )  # fmt: skip
 
 
-def _apply(queue: ApprovalQueue, approval: Approval, decision: str, actor: str) -> bool:
-    """Decide `approval` as the origin's was; False if there is no decision to apply."""
-    who = f"{actor} (recorded)" if actor else "recorded"
-    try:
-        if decision == EXPIRED:
-            queue.expire_run(approval.run_id, who)
-        elif decision in (APPROVE, REJECT):
-            queue.resolve(approval.id, decision, who)
-        else:
-            return False  # the origin's request failed or never ended: someone decides this one
-    except ApprovalError:
-        return True  # decided meanwhile (by an operator or its deadline): that outcome stands
-    return True
+def _apply(queue: ApprovalQueue, approval: Approval, votes: tuple[tuple[str, str], ...]) -> bool:
+    """Cast the origin's votes on `approval` again, in order; False if it still waits for someone."""
+    if not votes:
+        return False  # the origin's request failed or never ended: someone decides this one
+    short = False  # the recorded votes did not reach this gate's quorum: someone adds the rest
+    for voter, decision in votes:
+        who = f"{voter} (recorded)"
+        try:
+            if decision == EXPIRED:
+                queue.expire_run(approval.run_id, who)
+            else:
+                queue.resolve(approval.id, decision, who)
+            short = False
+        except QuorumPendingError:
+            short = True  # counted: the next recorded vote goes on towards the quorum
+        except ApprovalError:
+            return True  # decided meanwhile (by an operator or its deadline): that outcome stands
+    return not short
 
 
 def _reason(system: System, run_id: str) -> str:
