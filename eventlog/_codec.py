@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from ._catalogue import _CATALOGUE, Event, entry, upcast
+from ._catalogue import _CATALOGUE, Event, entry, stored_datetime, stored_tuple, upcast
 from ._record import NewEvent, Record, new_event_id
 
 
@@ -32,8 +31,10 @@ def decode(record: Record) -> Event:
     e = _CATALOGUE.get(record.type)
     # The common case, inline: a read decodes every record, and the calls cost a third as
     # much as building the event.
-    if e is not None and record.schema == e.cls.schema and not (e.datetimes or e.tuples):
-        return e.cls(**record.data)
+    if e is not None and record.schema == e.cls.schema and e.make is not None:
+        made = e.make(record.data)
+        if made is not None:
+            return made
     return decode_data(record.type, record.schema, record.data)
 
 
@@ -44,16 +45,9 @@ def decode_data(type_name: str, schema: int, data: dict[str, Any]) -> Event:
     if e.datetimes or e.tuples:
         data = dict(data)
         for name in e.datetimes:
-            value = data.get(name)
-            if isinstance(value, str):
-                data[name] = _parse_datetime(value)
+            if name in data:
+                data[name] = stored_datetime(data[name])
         for name in e.tuples:
-            value = data.get(name)
-            if isinstance(value, list):
-                data[name] = tuple(value)
+            if name in data:
+                data[name] = stored_tuple(data[name])
     return e.cls(**data)
-
-
-def _parse_datetime(value: str) -> datetime:
-    # orjson writes UTC as "Z"; fromisoformat accepts it from Python 3.11 on.
-    return datetime.fromisoformat(value)

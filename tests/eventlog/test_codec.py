@@ -151,6 +151,63 @@ def test_every_catalogue_event_round_trips(memory_log, cls, data):
     assert_round_trips(memory_log, data.draw(event_strategy(cls)))
 
 
+def slow_decode(record: eventlog.Record) -> Event:
+    """What decode builds through the dataclass's own __init__ (the fast path's reference)."""
+    e = _catalogue.entry(record.type)
+    data = {
+        name: _catalogue.stored_datetime(v)
+        if name in e.datetimes
+        else _catalogue.stored_tuple(v)
+        if name in e.tuples
+        else v
+        for name, v in record.data.items()
+    }
+    return e.cls(**data)
+
+
+@pytest.mark.parametrize(
+    "cls", [*TEST_EVENTS, *PRODUCT_EVENTS.values()], ids=lambda c: getattr(c, "type_name", "-")
+)
+@ROUND_TRIP
+@given(data=st.data())
+def test_decode_builds_what_the_dataclass_init_builds(memory_log, cls, data):
+    original = data.draw(event_strategy(cls))
+    (record,) = memory_log.append(f"codec-{uuid.uuid4().hex}", [original])
+    fast, reference = eventlog.decode(record), slow_decode(record)
+    assert fast == reference
+    assert repr(fast) == repr(reference)
+    assert fast.__getstate__() == reference.__getstate__()  # every slot, in order
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        assert type(getattr(fast, f.name)) is type(getattr(reference, f.name)), f.name
+
+
+def without(data: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k != key}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda d: {k: v for k, v in d.items() if k != "count"},
+            "missing 1 required positional argument: 'count'",
+        ),
+        (lambda d: {**d, "extra": 1}, "unexpected keyword argument 'extra'"),
+        (
+            lambda d: {**{k: v for k, v in d.items() if k != "count"}, "n": 1},
+            "unexpected keyword argument 'n'",
+        ),
+        (lambda d: list(d.values()), "must be a mapping"),
+    ],
+    ids=["missing", "extra", "renamed", "not-a-dict"],
+)
+def test_data_that_do_not_fit_the_event_fail_as_the_dataclass_says(memory_log, change, message):
+    (record,) = memory_log.append(f"codec-{uuid.uuid4().hex}", [Scalars("s", 1, 1.5, True)])
+    bent = record._replace(data=change(record.data))
+    with pytest.raises(TypeError, match=message):
+        eventlog.decode(bent)
+
+
 def test_the_catalogue_lists_the_test_events():
     # Guards the parametrization above: the builder really sees what @event registered.
     names = catalogue()
