@@ -132,3 +132,20 @@ class ObservedLock:
 
     def __exit__(self, *exc: object) -> None:
         self._lock.release()
+
+
+# One turn: a streamed answer, a permission request, and (if approved) a tool call and its result.
+TURN = [
+    {"type": "assistant.delta", "data": {"message_id": "m", "delta": "Let me "}},
+    {"type": "assistant.delta", "data": {"message_id": "m", "delta": "look."}},
+    {"type": "assistant.message", "data": {"message_id": "m", "content": "Let me look."}},
+    {
+        "type": "permission.request",
+        "data": {"title": "Run: ls", "risk": "high", "tool_call_id": "c1", "payload": "ls"},
+    },
+    {"type": "tool.start", "if": "approve", "data": {"tool_call_id": "c1", "tool_name": "shell"}},
+    {"type": "tool.complete", "if": "approve", "data": {"tool_call_id": "c1", "output": "a b"}},
+    {"type": "assistant.message", "if": "approve", "content": "Found a and b."},
+    {"type": "assistant.message", "if": ["reject", "expired"], "content": "I did not look."},
+    {"type": "session.idle"},
+]

@@ -6,22 +6,7 @@ import pytest
 
 from actors import Controller, ControllerError, HarnessEvent, ScriptedHarness, SentPrompt
 
-from .helpers import WAIT, wait_pending, wait_until
-
-TURN = [
-    {"type": "assistant.delta", "data": {"message_id": "m", "delta": "Let me "}},
-    {"type": "assistant.delta", "data": {"message_id": "m", "delta": "look."}},
-    {"type": "assistant.message", "data": {"message_id": "m", "content": "Let me look."}},
-    {
-        "type": "permission.request",
-        "data": {"title": "Run: ls", "risk": "high", "tool_call_id": "c1", "payload": "ls"},
-    },
-    {"type": "tool.start", "if": "approve", "data": {"tool_call_id": "c1", "tool_name": "shell"}},
-    {"type": "tool.complete", "if": "approve", "data": {"tool_call_id": "c1", "output": "a b"}},
-    {"type": "assistant.message", "if": "approve", "content": "Found a and b."},
-    {"type": "assistant.message", "if": ["reject", "expired"], "content": "I did not look."},
-    {"type": "session.idle"},
-]
+from .helpers import TURN, WAIT, wait_pending, wait_until
 
 
 def settled(ctrl: Controller) -> None:
