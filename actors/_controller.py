@@ -175,15 +175,20 @@ class Controller:
 
     def close(self) -> None:
         """Stop: late harness events are ignored, waiting approvals expire, the harness closes."""
+        if self._released:
+            return  # a re-drive that never resumed has already let go of everything
         self._lifecycle.set()
         self._after(self._ask(Close()))
         try:
             self._harness.close()
         finally:
-            with self._subs_lock:
-                subs, self._subs = self._subs, []
-            for s in subs:
-                s.close()
+            self._close_subscriptions()
+
+    def _close_subscriptions(self) -> None:
+        with self._subs_lock:
+            subs, self._subs = self._subs, []
+        for s in subs:
+            s.close()
         # The actor outlives close (System.close stops it): status() still answers `stopped`,
         # and late harness events are ignored rather than failing on a dead actor.
 
@@ -251,7 +256,8 @@ class Controller:
         except Exception as close_error:  # noqa: BLE001 - reported with the cause
             cause.add_note(f"closing rejected agent harness: {close_error}")
         self._released = True
-        self._actor.stop()  # close_quietly then finds nothing to close: nothing is appended
+        self._actor.stop()  # close and close_quietly then find nothing to close: nothing is appended
+        self._close_subscriptions()
 
     # -- admission -------------------------------------------------------------------------
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import textwrap
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from actors import ScriptedHarness, System
+from actors import HarnessEvent, ScriptedHarness, System
 from eventlog import EventLog, Record
 from projections import TimelineEntry, Views
 
@@ -51,6 +53,18 @@ def record_origin(system: System, controller_id: str = "origin") -> Origin:
         "finished": system.log.head().seq,  # the run has succeeded
     }
     return Origin(run_id, stream, points)
+
+
+class GatedHarness(ManualHarness):
+    """Starts only when every re-drive racing it has started too (so all pass the first check)."""
+
+    def __init__(self, gate: threading.Barrier) -> None:
+        super().__init__()
+        self.gate = gate
+
+    def start(self, publish: Callable[[HarnessEvent], Any]) -> str:
+        self.gate.wait(WAIT)
+        return super().start(publish)
 
 
 def harness_records(log: EventLog, stream: str, after_seq: int = 0) -> list[Record]:

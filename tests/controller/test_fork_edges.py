@@ -19,7 +19,7 @@ from actors import (
 from eventlog import open_log
 from eventlog.events import ControllerStarted
 
-from .forks import Origin, aborted_origin, record_origin, timeline
+from .forks import GatedHarness, Origin, aborted_origin, record_origin, timeline
 from .helpers import WAIT, ManualHarness, in_thread, recorded, wait_until
 
 
@@ -67,18 +67,6 @@ def test_a_fork_is_re_driven_once(system, origin):
         first.redrive()
     assert again.starts == 0  # refused before its harness started
     assert system.log.head() == head
-
-
-class GatedHarness(ManualHarness):
-    """Starts only when every re-drive racing it has started too (so all pass the first check)."""
-
-    def __init__(self, gate: threading.Barrier) -> None:
-        super().__init__()
-        self.gate = gate
-
-    def start(self, publish):
-        self.gate.wait(WAIT)
-        return super().start(publish)
 
 
 def test_of_two_concurrent_re_drives_one_wins_and_the_other_records_nothing(system, origin, db_path):

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import shlex
 import sys
+import threading
 from pathlib import Path
 
 import orjson
 import pytest
 from click.testing import CliRunner
 
-from actors import System, fork_run
+from actors import ControllerError, ForkRedrivenError, System, fork_run
 from eventlog import ManualClock, open_log
 from projections import Views
-from tests.controller.forks import MARKER_AGENT, Origin, aborted_origin, record_origin, timeline
-from tools._fork import redrive
+from tests.controller.forks import (
+    MARKER_AGENT,
+    GatedHarness,
+    Origin,
+    aborted_origin,
+    record_origin,
+    timeline,
+)
+from tests.controller.helpers import WAIT, ManualHarness, in_thread
+from tools._fork import Redriven, redrive
 from tools.cli import cli
 
 
@@ -161,3 +170,36 @@ def test_a_recording_that_runs_out_is_aborted(tmp_path):
         fork = fork_run(system.log, run_id, answered, actor="alice")
         done = redrive(system, fork.run_id)
     assert (done.status, done.ran_out, done.served) == ("aborted", True, 0)
+
+
+def test_a_re_drive_whose_harness_cannot_start_says_why_and_records_nothing(run, recorded_db, tmp_path):
+    path, origin = recorded_db
+    with System.open(path, clock=ManualClock(), scheduler=False) as system:
+        fork = fork_run(system.log, origin.run_id, origin.points["before_permission"], actor="alice")
+        head = system.log.head()
+        harness = ManualHarness()
+        harness.start_error = OSError("no such program")
+        with pytest.raises(ControllerError, match="no such program"):
+            redrive(system, fork.run_id, harness)
+        assert harness.closes == 1
+        assert system.log.head() == head
+    code, out = run("redrive", fork.run_id, "--command", str(tmp_path / "missing-agent"))
+    assert code == 1, out
+    assert "Error: cannot run" in out
+    code, out = run("redrive", fork.run_id, "--apply-recorded")  # the fork still waits for its re-drive
+    assert code == 0, out
+
+
+def test_the_loser_of_two_re_drives_hears_why(recorded_db):
+    path, origin = recorded_db
+    with System.open(path, clock=ManualClock(), scheduler=False) as system:
+        fork = fork_run(system.log, origin.run_id, origin.points["finished"], actor="alice")
+        gate = threading.Barrier(2)
+        # Both pass the first check before either resumes (the gate holds them in harness.start):
+        # the append that resumes the fork decides which one loses.
+        futures = [in_thread(redrive, system, fork.run_id, GatedHarness(gate)) for _ in range(2)]
+        outcomes = [f.exception(WAIT) or f.result() for f in futures]
+    [won] = [o for o in outcomes if isinstance(o, Redriven)]
+    [lost] = [o for o in outcomes if not isinstance(o, Redriven)]
+    assert won.status == "succeeded"
+    assert isinstance(lost, ForkRedrivenError)
