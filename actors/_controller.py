@@ -115,6 +115,9 @@ class Controller:
         self._subs_lock = threading.Lock()
         self._lifecycle = threading.Event()  # set = the current lifecycle is cancelled
         self._released = False  # a re-drive that lost: the actor is gone, the controller stopped
+        # Opened without recovery (a fork's controller), it records its close only once it has
+        # started or re-driven here: until then the stream may be another process's to write.
+        self._records_close = recover
         self._actor = ControllerActor.start(log, clock, controller_id)
         self._gate = ReconcileGate(self, reconciler)
         approvals.subscribe(self._notify)
@@ -165,6 +168,7 @@ class Controller:
         if not session_id:
             self._fail_start("starting agent harness: the harness returned no session id", None)
         self._after(self._ask(Started(session_id)))
+        self._records_close = True
 
     def _fail_start(self, message: str, cause: Exception | None) -> NoReturn:
         try:
@@ -178,7 +182,7 @@ class Controller:
         if self._released:
             return  # a re-drive that never resumed has already let go of everything
         self._lifecycle.set()
-        self._after(self._ask(Close()))
+        self._after(self._ask(Close(self._records_close)))
         try:
             self._harness.close()
         finally:
@@ -232,6 +236,7 @@ class Controller:
                 running = state.run is not None and state.run.status == RUNNING
                 command = Started(session_id, True, (prompt or "") if running else "", delivery)
                 resumed: Step = self._ask(command)
+                self._records_close = True
             except Exception as e:
                 self._release(e)
                 if isinstance(e, ForkError | ControllerError):

@@ -173,7 +173,9 @@ class AbortDone:
 
 @dataclass(frozen=True, slots=True)
 class Close:
-    pass
+    """`record=False`: stop without recording (the controller never started in this process)."""
+
+    record: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,8 +271,9 @@ def step(state: ControllerState, c: object, now: datetime) -> Step:
     if isinstance(c, Close):
         if state.phase == STOPPED:
             return Step(state)
-        if state.awaiting_redrive:
-            return Step(dataclasses.replace(state, phase=STOPPED))  # nothing started: nothing to record
+        if state.awaiting_redrive or not c.record:
+            # Nothing started here: nothing to record (another process may be driving the stream).
+            return Step(dataclasses.replace(state, phase=STOPPED, one_time=()))
         evs = (ControllerClosed(cid, now), *_drop_one_time(state, "close", now))
         return Step(dataclasses.replace(state, phase=STOPPED, one_time=()), evs)
     if isinstance(c, Recover):

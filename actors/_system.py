@@ -185,7 +185,8 @@ class System:
 
         Opening a controller whose log says a run was still running (the process died during
         it) marks that run failed, with a `stopped` notice in its timeline (unless `recover`
-        is False). A fork awaiting its re-drive is never taken for such a run.
+        is False: then closing it records nothing unless it was started, or re-drove its
+        fork, here). A fork awaiting its re-drive is never taken for such a run.
         """
         queue = ApprovalQueue(
             self._approval_actors,
@@ -213,10 +214,11 @@ class System:
     ) -> Controller:
         """The controller of fork `fork_run_id` (`fork-<id>`), ready for `redrive()`.
 
-        It folds the fork's stream without crash recovery, so opening it never touches a run
-        that another controller is re-driving. With a RecordedHarness, reconciles are served
-        from the recording too: the reconciler defaults to a RecordedReconciler of the same
-        turn (a live one is refused), and the harness dispatches through this controller.
+        It folds the fork's stream without crash recovery, and closes without a record unless
+        it re-drove the fork itself, so neither opening nor closing it touches a run that
+        another controller (or process) is re-driving. With a RecordedHarness, reconciles are
+        served from the recording too: the reconciler defaults to a RecordedReconciler of the
+        same turn (a live one is refused), and the harness dispatches through this controller.
         Raises ForkNotFoundError for an unknown id, NotAForkError for a run or stream that is
         not a fork.
         """

@@ -106,3 +106,10 @@ def test_a_waiting_fork_takes_no_harness_event_and_no_abort():
         step(state, Ingest(HarnessEvent("assistant.message", "f", "a1", {"content": "hi"})), NOW)
     with pytest.raises(ControllerError, match="no active agent run"):
         step(state, BeginAbort(None), NOW)
+
+
+def test_a_close_that_is_not_recorded_stops_a_re_driven_fork_and_records_nothing():
+    resumed = step(fork_of("running"), Started("s", redrive=True), NOW).state
+    assert [type(e).__name__ for e in step(resumed, Close(), NOW).events] == ["ControllerClosed"]
+    quiet = step(resumed, Close(record=False), NOW)
+    assert (quiet.events, quiet.state.phase) == ((), "stopped")

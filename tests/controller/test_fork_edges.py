@@ -101,6 +101,24 @@ def test_of_two_concurrent_re_drives_one_wins_and_the_other_records_nothing(syst
     assert types[-1] == "ControllerClosed"
 
 
+def test_a_re_drive_refused_in_another_process_leaves_the_winner_running(system, origin, db_path, clock):
+    fork = fork_run(system.log, origin.run_id, origin.points["before_permission"], actor="alice")
+    harness = ManualHarness()
+    ctrl = system.fork_controller(fork.run_id, harness)
+    ctrl.redrive()
+    head = system.log.head()
+    with System.open(db_path, clock=clock, scheduler=False) as other:
+        late = other.fork_controller(fork.run_id, ManualHarness())
+        with pytest.raises(ForkRedrivenError):
+            late.redrive()
+        late.close()
+        other.fork_controller(fork.run_id, ManualHarness())  # opened, never re-driven
+    # Both closed (the second by its System) without writing: the fork's stream is the winner's.
+    assert system.log.head() == head
+    harness.emit("session.idle", fork.run_id)
+    assert (ctrl.status(), ctrl.run().status) == ("idle", "succeeded")
+
+
 # -- aborts ----------------------------------------------------------------------------------
 
 
