@@ -106,7 +106,15 @@ def fork_cmd(
             raise click.UsageError(str(e)) from e
         done = None
         if then_redrive:
-            done = _redrive(db, log, fork.run_id, harness, prompt, apply_recorded, approval_timeout)
+            try:
+                done = _redrive(db, log, fork.run_id, harness, prompt, apply_recorded, approval_timeout)
+            except click.ClickException as e:
+                # The fork is recorded: name it, so that it can be re-driven once the cause is fixed.
+                e.message = (
+                    f"forked run {run_id} into run {fork.run_id}, but re-driving it failed "
+                    f"(`flightlog redrive DB {fork.run_id}` tries again): {e.message}"
+                )
+                raise
     finally:
         log.close()
     if as_json:
@@ -166,6 +174,8 @@ def redrive_cmd(
 
 def _harness(command: str | None, prompt: str | None, apply_recorded: bool) -> Harness | None:
     """The live harness --command names (None: serve the recording); usage errors for bad options."""
+    if prompt is not None and not prompt.strip():
+        raise click.BadParameter("an empty prompt", param_hint="--prompt")
     if command is None:
         if prompt is not None:
             raise click.UsageError("--prompt needs --command: the recording answers only the origin's prompt")

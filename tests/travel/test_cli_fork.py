@@ -203,3 +203,39 @@ def test_the_loser_of_two_re_drives_hears_why(recorded_db):
     [lost] = [o for o in outcomes if not isinstance(o, Redriven)]
     assert won.status == "succeeded"
     assert isinstance(lost, ForkRedrivenError)
+
+
+def test_fork_redrive_refuses_an_empty_prompt_before_writing(run, recorded_db):
+    path, origin = recorded_db
+    head = head_of(path)
+    at = str(origin.points["before_permission"])
+    code, out = run("fork", origin.run_id, "--at", at, "--redrive", "--command", "agent", "--prompt", " ")
+    assert code == 2, out
+    assert "an empty prompt" in out
+    assert head_of(path) == head  # no fork was recorded
+
+
+def test_a_fork_whose_re_drive_fails_is_named_so_it_can_be_re_driven(run, recorded_db, tmp_path):
+    path, origin = recorded_db
+    at = str(origin.points["before_permission"])
+    code, out = run("fork", origin.run_id, "--at", at, "--redrive", "--command", str(tmp_path / "missing"))
+    assert code == 1, out
+    log = open_log(path, readonly=True)
+    try:
+        [fork] = [r for r in Views(log).agent_runs(at=log.head().seq) if r.forked_from == origin.run_id]
+    finally:
+        log.close()
+    said = " ".join(out.split())
+    assert f"forked run {origin.run_id} into run {fork.run_id}" in said
+    assert f"flightlog redrive DB {fork.run_id}" in said
+    assert "cannot run" in said
+    code, out = run("redrive", fork.run_id, "--apply-recorded")
+    assert code == 0, out
+
+
+def head_of(path: Path) -> int:
+    log = open_log(path, readonly=True)
+    try:
+        return log.head().seq
+    finally:
+        log.close()
