@@ -204,7 +204,7 @@ class Controller:
         if self._actor.is_alive():
             self._actor.stop()
 
-    def redrive(self, prompt: str | None = None, delivery: str = "immediate") -> str:
+    def redrive(self, prompt: str | None = None, delivery: str = "immediate", *, actor: str = "") -> str:
         """Re-drive the fork this controller holds from its fork point; return the run it drives.
 
         The harness starts, and the copied run resumes in the status it had at the fork point:
@@ -214,6 +214,8 @@ class Controller:
           the run's approvals expire, and the run ends `aborted` (a `prompt` is refused);
         - ended (`succeeded`, `failed`, `aborted`): the controller is idle; a `prompt` is then
           admitted as the fork's next run, exactly as `send` would (its id is returned).
+        `actor`, who re-drives, is the `actor` in the meta of the events that resume the fork
+        (ControllerStarted first; default `controller`, as for every controller event).
         Raises NotAForkError if this controller holds no fork, ForkRedrivenError if the fork
         was re-driven before or a concurrent re-drive won; the loser records nothing and is
         closed (its harness too).
@@ -234,7 +236,7 @@ class Controller:
                 if not session_id:
                     raise ControllerError("starting agent harness: the harness returned no session id")
                 running = state.run is not None and state.run.status == RUNNING
-                command = Started(session_id, True, (prompt or "") if running else "", delivery)
+                command = Started(session_id, True, (prompt or "") if running else "", delivery, actor)
                 resumed: Step = self._ask(command)
                 self._records_close = True
             except Exception as e:

@@ -102,6 +102,8 @@ class ControllerActor(pykka.ThreadingActor):
         return taken
 
     def _step(self, command: object) -> Step:
+        by = command.by if isinstance(command, Started) else ""
+        meta = {"actor": by or "controller"}
         for _ in range(8):
             result = step(self.state, command, self.clock.now())
             if not result.events:
@@ -110,7 +112,7 @@ class ControllerActor(pykka.ThreadingActor):
             try:
                 records = self.log.append(
                     self.stream,
-                    [encode(e, meta={"actor": "controller"}) for e in result.events],
+                    [encode(e, meta=meta) for e in result.events],
                     expect=self.version or NO_STREAM,
                 )
             except ConcurrencyError:

@@ -117,6 +117,7 @@ class Started:
     redrive: bool = False  # resume the fork this controller holds (refused if it is not awaiting one)
     prompt: str = ""  # a re-driven running run: the prompt its harness is handed
     delivery: str = "immediate"
+    by: str = ""  # who re-drives: the actor in the meta of the events the re-drive records
 
 
 @dataclass(frozen=True, slots=True)

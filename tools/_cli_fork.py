@@ -64,7 +64,9 @@ def redrive_options(fn: F) -> F:
 @click.argument("db")
 @click.argument("run_id")
 @click.option("--at", "at_text", required=True, help=f"Copy the run's history up to this moment. {AT_HELP}")
-@click.option("--actor", default=None, help="Who forks (default: the current user).")
+@click.option(
+    "--actor", default=None, help="Who forks (and re-drives), kept in the log (default: cli:<current user>)."
+)
 @click.option("--reason", default="", help="Why, for the record.")
 @click.option("--redrive", "then_redrive", is_flag=True, help="Re-drive the fork at once (see `redrive`).")
 @redrive_options
@@ -96,7 +98,7 @@ def fork_cmd(
     if not then_redrive and (command is not None or prompt is not None or apply_recorded):
         raise click.UsageError("--command, --prompt and --apply-recorded need --redrive")
     harness = _harness(command, prompt, apply_recorded) if then_redrive else None
-    who = actor or f"cli:{getpass.getuser()}"
+    who = _who(actor)
     log = open_db(db)
     try:
         seq = parse_at(log, at_text)
@@ -107,7 +109,7 @@ def fork_cmd(
         done = None
         if then_redrive:
             try:
-                done = _redrive(db, log, fork.run_id, harness, prompt, apply_recorded, approval_timeout)
+                done = _redrive(db, log, fork.run_id, harness, prompt, apply_recorded, approval_timeout, who)
             except click.ClickException as e:
                 # The fork is recorded: name it, so that it can be re-driven once the cause is fixed.
                 e.message = (
@@ -131,11 +133,13 @@ def fork_cmd(
 @click.command("redrive")
 @click.argument("db")
 @click.argument("fork_run_id")
+@click.option("--actor", default=None, help="Who re-drives, kept in the log (default: cli:<current user>).")
 @redrive_options
 @click.option("--json", "as_json", is_flag=True, help="Print how the re-drive ended as JSON.")
 def redrive_cmd(
     db: str,
     fork_run_id: str,
+    actor: str | None,
     command: str | None,
     prompt: str | None,
     apply_recorded: bool,
@@ -161,15 +165,26 @@ def redrive_cmd(
       flightlog redrive flightlog.db 5b1c… --command "python agent.py" --prompt "try again"
     """
     harness = _harness(command, prompt, apply_recorded)
+    who = _who(actor)
     log = open_db(db)
     try:
-        done = _redrive(db, log, fork_run_id, harness, prompt, apply_recorded, approval_timeout)
+        done = _redrive(db, log, fork_run_id, harness, prompt, apply_recorded, approval_timeout, who)
     finally:
         log.close()
     if as_json:
         emit_json(done.to_dict())
         return
     _print_redriven(done)
+
+
+def _who(actor: str | None) -> str:
+    """Who forks or re-drives: `--actor`, or the current user (`cli:<user>`)."""
+    if actor:
+        return actor
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (OSError, KeyError):  # no user name known to this machine
+        return "cli"
 
 
 def _harness(command: str | None, prompt: str | None, apply_recorded: bool) -> Harness | None:
@@ -199,6 +214,7 @@ def _redrive(
     prompt: str | None,
     apply_recorded: bool,
     approval_timeout: float,
+    actor: str,
 ) -> Redriven:
     def announce(approval: Approval) -> None:
         err_console.print(
@@ -214,6 +230,7 @@ def _redrive(
                 harness,
                 prompt=prompt,
                 apply_recorded=apply_recorded,
+                actor=actor,
                 on_pending=announce,
             )
         except ActorsError as e:

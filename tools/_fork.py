@@ -5,7 +5,9 @@ Re-driving runs the fork's controller in this process until the run it drives ha
 recorded results (`System.fork_controller` sets that up). Permission requests wait in the
 approval gate for whoever decides them (`flightlog approve` beside it, or the approval
 timeout); with `apply_recorded` each one is decided as the origin's was: every recorded
-vote again, in order, each by its voter as `<voter> (recorded)`. If the recording runs out
+vote again, in order, each by its voter as `<voter> (recorded)`, with the re-driver as its
+identity. Who re-drives (`actor`) is also the actor in the meta of the events that resume
+the fork. If the recording runs out
 before a terminal event (the origin was aborted after the fork point, or never ended), the
 fork's run is aborted.
 """
@@ -74,13 +76,15 @@ def redrive(
     *,
     prompt: str | None = None,
     apply_recorded: bool = False,
+    actor: str = "",
     on_pending: Callable[[Approval], object] | None = None,
 ) -> Redriven:
     """Re-drive fork `fork_run_id` until the run it drives has ended; return how it ended.
 
     Without `harness` the fork's recording is served (RecordedHarness, with a
-    RecordedReconciler). `on_pending` hears of each approval of the run that waits for
-    someone to decide it.
+    RecordedReconciler). `actor` is who re-drives, kept in the log (see the module's
+    docstring). `on_pending` hears of each approval of the run that waits for someone to
+    decide it.
     """
     recording: RecordedHarness | None = None
     if harness is None:
@@ -92,7 +96,7 @@ def redrive(
     signal, unsubscribe = ctrl.subscribe()
     ran_out = False
     try:
-        run_id = ctrl.redrive(prompt)
+        run_id = ctrl.redrive(prompt, actor=actor)
         seen: set[str] = set()
         while not (ctrl.status() == IDLE and ctrl.run().status != RUNNING):
             if recording is not None and recording.exhausted and ctrl.run().status == RUNNING:
@@ -104,7 +108,7 @@ def redrive(
                     continue
                 seen.add(approval.id)
                 step = recording.waiting if recording is not None else None
-                if apply_recorded and step is not None and _apply(queue, approval, step.votes):
+                if apply_recorded and step is not None and _apply(queue, approval, step.votes, actor):
                     continue
                 if on_pending is not None:
                     on_pending(approval)
@@ -122,8 +126,10 @@ def redrive(
     )  # fmt: skip
 
 
-def _apply(queue: ApprovalQueue, approval: Approval, votes: tuple[tuple[str, str], ...]) -> bool:
-    """Cast the origin's votes on `approval` again, in order; False if it still waits for someone."""
+def _apply(
+    queue: ApprovalQueue, approval: Approval, votes: tuple[tuple[str, str], ...], identity: str
+) -> bool:
+    """Cast the origin's votes on `approval` again, in order, as `identity`; False if it still waits."""
     if not votes:
         return False  # the origin's request failed or never ended: someone decides this one
     short = False  # the recorded votes did not reach this gate's quorum: someone adds the rest
@@ -133,7 +139,7 @@ def _apply(queue: ApprovalQueue, approval: Approval, votes: tuple[tuple[str, str
             if decision == EXPIRED:
                 queue.expire_run(approval.run_id, who)
             else:
-                queue.resolve(approval.id, decision, who)
+                queue.resolve(approval.id, decision, who, identity=identity)
             short = False
         except QuorumPendingError:
             short = True  # counted: the next recorded vote goes on towards the quorum

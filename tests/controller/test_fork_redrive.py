@@ -84,6 +84,20 @@ def test_the_resumed_run_is_recorded_as_resumed(system, origin):
     assert (delivered[-1].prompt, delivered[-1].steer) == (PROMPT, False)
 
 
+@pytest.mark.parametrize(("actor", "meta"), [("carol", "carol"), ("", "controller")])
+def test_who_re_drives_is_the_actor_of_the_events_that_resume_the_fork(system, origin, actor, meta):
+    fork = fork_run(system.log, origin.run_id, origin.points["before_permission"], actor="alice")
+    head = system.log.head().seq
+    ctrl = system.fork_controller(fork.run_id, ManualHarness())
+    ctrl.redrive(actor=actor)
+    resumed = [(r.type, r.meta["actor"]) for r in system.log.read(fork.stream) if r.seq > head]
+    assert resumed == [
+        ("ControllerStarted", meta),
+        ("AgentRunStatusChanged", meta),
+        ("PromptDelivered", meta),
+    ]
+
+
 def test_a_decision_other_than_the_origins_ends_the_recording(system, origin):
     before = list(system.log.read(origin.stream))
     fork = fork_run(system.log, origin.run_id, origin.points["before_permission"], actor="alice")

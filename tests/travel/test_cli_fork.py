@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import shlex
 import sys
 import threading
@@ -239,3 +240,42 @@ def head_of(path: Path) -> int:
         return log.head().seq
     finally:
         log.close()
+
+
+def resumed_by(path: Path, fork_run_id: str) -> list[tuple[str, str]]:
+    """The events that resumed a fork (from its ControllerStarted on) with their meta's actor."""
+    rows = [(r.type, r.meta.get("actor", "")) for r in records(path, f"controller-fork-{fork_run_id}")]
+    types = [t for t, _ in rows]
+    return rows[types.index("ControllerStarted") :]
+
+
+def test_who_re_drives_is_kept_in_the_log(run, recorded_db):
+    path, origin = recorded_db
+    code, out = run("fork", origin.run_id, "--at", str(origin.points["pending"]), "--json")
+    assert code == 0, out
+    fork = orjson.loads(out)
+    code, out = run("redrive", fork["run_id"], "--actor", "bob", "--apply-recorded", "--json")
+    assert code == 0, out
+    assert resumed_by(path, fork["run_id"])[:3] == [
+        ("ControllerStarted", "bob"),
+        ("AgentRunStatusChanged", "bob"),
+        ("PromptDelivered", "bob"),
+    ]
+    log = open_log(path, readonly=True)
+    try:
+        [approval] = [a for a in Views(log).approval_history(at=log.head().seq) if a.run_id == fork["run_id"]]
+    finally:
+        log.close()
+    assert (approval.actor, approval.identity) == ("alice (recorded)", "bob")  # cast by bob's re-drive
+
+
+def test_fork_redrive_keeps_the_forker_as_the_re_driver(run, recorded_db):
+    path, origin = recorded_db
+    at = str(origin.points["finished"])
+    code, out = run("fork", origin.run_id, "--at", at, "--redrive", "--json")
+    assert code == 0, out
+    fork = orjson.loads(out)
+    [opening] = [r for r in records(path, fork["stream"]) if r.type == "ForkedFrom"]
+    user = opening.meta["actor"]
+    assert user == f"cli:{getpass.getuser()}"  # the default, as `fork` has always recorded it
+    assert resumed_by(path, fork["run_id"])[0] == ("ControllerStarted", user)
