@@ -32,6 +32,7 @@ class _Entry:
     # Builds the event from stored data holding exactly its fields, or returns None (see
     # _from_data); None when the class has a __post_init__ that must run.
     make: Callable[[dict[str, Any]], Event | None] | None = None
+    schema: int = 1  # cls.schema, one attribute lookup nearer for decode
 
 
 _CATALOGUE: dict[str, _Entry] = {}
@@ -53,7 +54,7 @@ def event(type_name: str, schema: int = 1) -> Callable[[type[E]], type[E]]:
         datetimes = frozenset(n for n in names if _is(hints[n], datetime))
         tuples = frozenset(n for n in names if _is(hints[n], tuple))
         make = None if hasattr(cls, "__post_init__") else _from_data(cls, names, datetimes, tuples)
-        _CATALOGUE[type_name] = _Entry(cls, names, datetimes, tuples, make)
+        _CATALOGUE[type_name] = _Entry(cls, names, datetimes, tuples, make, schema)
         return cls
 
     return register

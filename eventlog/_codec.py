@@ -31,8 +31,8 @@ def decode(record: Record) -> Event:
     e = _CATALOGUE.get(record.type)
     # The common case, inline: a read decodes every record, and the calls cost a third as
     # much as building the event.
-    if e is not None and record.schema == e.cls.schema and e.make is not None:
-        made = e.make(record.data)
+    if e is not None and record.schema == e.schema and (make := e.make) is not None:
+        made = make(record.data)
         if made is not None:
             return made
     return decode_data(record.type, record.schema, record.data)

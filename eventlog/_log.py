@@ -208,8 +208,7 @@ class EventLog(abc.ABC):
         version = max(from_version, 1)
         while True:
             rows = self._stream_rows(stream, version, to_version, PAGE)
-            for row in rows:
-                yield record_from_row(row)
+            yield from map(record_from_row, rows)
             if len(rows) < PAGE:
                 return
             version = rows[-1][2] + 1
