@@ -51,7 +51,7 @@ def test_demo_auto_runs_on_a_fresh_folder(tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=110,
+        timeout=180,  # more than the demo's own deadline, so its error is what fails
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "COLUMNS": "120", "HOME": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

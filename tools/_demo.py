@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 from rich.table import Table
@@ -122,44 +122,54 @@ def demo_cmd(db: str, port: int, auto: bool) -> None:
             console.print(f"console:        {server.url}/ui/")
             console.print(f"operator token: {operator_token}")
             agents = _start_agents(server.url)
-            controller = _start_controller(system)
-            run_id = controller.send("Scale the web service to 3 replicas and tell me when it is done")
-            if not auto:
-                console.print("waiting for you: approve or reject in the console; Ctrl-C to stop")
-                _wait_for_person(agents, controller)
-            else:
-                console.print(POLICY)
-                _auto(system, agents, controller)
-            _report(system, run_id)
-            controller.close()
-            for proc in agents:
-                if proc.poll() is None:
-                    proc.terminate()
-                proc.wait(timeout=10)
+            try:
+                controller = _start_controller(system)
+                run_id = controller.send("Scale the web service to 3 replicas and tell me when it is done")
+                if not auto:
+                    console.print("waiting for you: approve or reject in the console; Ctrl-C to stop")
+                    _wait_for_person(agents, controller)
+                else:
+                    console.print(POLICY)
+                    _auto(system, agents, controller)
+                _report(system, run_id)
+                controller.close()
+            finally:  # also when the demo fails: no agent process outlives it
+                for agent in agents:
+                    if agent.proc.poll() is None:
+                        agent.proc.terminate()
+                    agent.proc.wait(timeout=10)
 
 
-def _start_agents(url: str) -> list[subprocess.Popen[str]]:
+class Agent(NamedTuple):
+    run_id: str
+    proc: subprocess.Popen[str]
+
+
+def _start_agents(url: str) -> list[Agent]:
     procs = []
     for run_id, peer, role in (("deployer", "reviewer", "deployer"), ("reviewer", "deployer", "reviewer")):
         env = {**os.environ, "FLIGHTLOG_RUN_TOKEN": make_token()}
         procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tools.demo_agent",
-                    "--url",
-                    url,
-                    "--run-id",
-                    run_id,
-                    "--peer",
-                    peer,
-                    "--role",
-                    role,
-                ],
-                env=env,
-                stdout=subprocess.PIPE,
-                text=True,
+            Agent(
+                run_id,
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tools.demo_agent",
+                        "--url",
+                        url,
+                        "--run-id",
+                        run_id,
+                        "--peer",
+                        peer,
+                        "--role",
+                        role,
+                    ],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                ),
             )
         )
     return procs
@@ -194,11 +204,15 @@ def _decide(system: System, decided: set[tuple[str, str]]) -> None:
                 err_console.print(f"[yellow]{approval.title}: {e}[/]")
 
 
-def _finished(agents: list[subprocess.Popen[str]], controller: Controller) -> bool:
-    return all(p.poll() is not None for p in agents) and controller.run().status in TERMINAL
+def _finished(agents: list[Agent], controller: Controller) -> bool:
+    failed = [a for a in agents if a.proc.poll() not in (None, 0)]
+    if failed:  # its peer would wait for it until the deadline: say so now
+        names = ", ".join(f"{a.run_id} (exit {a.proc.returncode})" for a in failed)
+        raise click.ClickException(f"demo agent failed: {names}; its error is printed above")
+    return all(a.proc.poll() is not None for a in agents) and controller.run().status in TERMINAL
 
 
-def _auto(system: System, agents: list[subprocess.Popen[str]], controller: Controller) -> None:
+def _auto(system: System, agents: list[Agent], controller: Controller) -> None:
     woke = threading.Event()
     unsubscribe = system.approvals.subscribe(woke.set)
     signal, unsubscribe_ctrl = controller.subscribe()
@@ -215,13 +229,13 @@ def _auto(system: System, agents: list[subprocess.Popen[str]], controller: Contr
     finally:
         unsubscribe()
         unsubscribe_ctrl()
-    for proc in agents:
-        out = proc.stdout.read() if proc.stdout else ""
+    for agent in agents:
+        out = agent.proc.stdout.read() if agent.proc.stdout else ""
         if out.strip():
             console.print(f"[dim]{out.strip()}[/]")
 
 
-def _wait_for_person(agents: list[subprocess.Popen[str]], controller: Controller) -> None:
+def _wait_for_person(agents: list[Agent], controller: Controller) -> None:
     try:
         while True:
             if _finished(agents, controller):

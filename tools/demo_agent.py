@@ -12,10 +12,12 @@ import argparse
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 from typing import Any
 
+PEER_WAIT = 30.0  # seconds to wait for the peer run to register before messaging it fails
 # Each step: (report state, permission request or None, what it does when allowed).
 PLANS: dict[str, list[dict[str, Any]]] = {
     "deployer": [
@@ -78,6 +80,22 @@ class Client:
         return messages or []
 
 
+def send_when_registered(client: Client, peer: str, payload: dict[str, Any]) -> None:
+    """Message `peer`, waiting (up to PEER_WAIT seconds) for it to register if it has not yet:
+    the broker answers 404 for a run it does not know, and the peer may still be starting."""
+    deadline = time.monotonic() + PEER_WAIT
+    body = {"from_run_id": client.run_id, "to_run_id": peer, "type": "agent_message", "payload": payload}
+    while True:
+        try:
+            client.authed("/send", body)
+            return
+        except urllib.error.HTTPError as e:
+            if e.code != 404 or time.monotonic() > deadline:
+                raise
+            e.close()
+        time.sleep(0.1)
+
+
 def wait_for_decision(client: Client, request_id: str, inbox: list[dict[str, Any]]) -> str:
     """Poll the control queue until the operator's answer for `request_id` arrives."""
     while True:
@@ -123,15 +141,7 @@ def run(url: str, run_id: str, peer: str, role: str) -> int:
             if behavior != "allow":
                 denied.append(permission["description"])
         if step.get("message") and peer:
-            client.authed(
-                "/send",
-                {
-                    "from_run_id": run_id,
-                    "to_run_id": peer,
-                    "type": "agent_message",
-                    "payload": {"message": step["message"]},
-                },
-            )
+            send_when_registered(client, peer, {"message": step["message"]})
     status = "failed" if denied else "done"
     summary = f"denied: {'; '.join(denied)}" if denied else f"{role} finished all steps"
     client.authed("/finish", {"status": status, "summary": summary, "files_changed": []})
