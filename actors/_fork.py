@@ -82,7 +82,7 @@ def fork_run(
     views = views or Views(log)
     head = log.head().seq
     if at_seq < 1 or at_seq > head:
-        raise ForkError(f"--at {at_seq}: the log holds seqs 1 to {head}")
+        raise ForkError(f"seq {at_seq} is not in the log, which holds seqs 1 to {head}")
     origin = views.agent_run(run_id, at=head)
     if origin is None:
         raise ForkError(f"no agent run {run_id!r} in this log")

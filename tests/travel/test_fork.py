@@ -99,7 +99,7 @@ def test_forks_refuse_unknown_runs_and_seqs_outside_the_run(log):
         fork_run(log, "nope", 10, actor="a")
     with pytest.raises(ForkError, match="starts at seq"):
         fork_run(log, origin.run_id, origin.first_seq - 1, actor="a")
-    with pytest.raises(ForkError, match="the log holds"):
+    with pytest.raises(ForkError, match="not in the log, which holds seqs 1 to"):
         fork_run(log, origin.run_id, log.head().seq + 1, actor="a")
-    with pytest.raises(ForkError, match="the log holds"):
+    with pytest.raises(ForkError, match="not in the log, which holds seqs 1 to"):
         fork_run(log, origin.run_id, 0, actor="a")
