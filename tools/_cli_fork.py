@@ -250,3 +250,5 @@ def _print_redriven(r: Redriven) -> None:
         console.print(f"recorded reconcile dispatches ended: {', '.join(r.dispatches)}")
     if r.ran_out:
         console.print("the recording ran out before the run ended (the origin was aborted there): aborted")
+    if r.broke:
+        console.print(f"the recording could not be served on ({escape(r.broke)}): aborted")

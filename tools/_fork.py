@@ -53,6 +53,7 @@ class Redriven:
     dispatches: tuple[str, ...] = ()  # how the recorded reconcile dispatches ended in the fork
     diverged: str = ""  # why the recording stopped serving, if a decision differed from the origin's
     ran_out: bool = False  # the recording ended before a terminal event: the run was aborted
+    broke: str = ""  # why the recording could not be served on (an event refused): the run was aborted
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +67,7 @@ class Redriven:
             "dispatches": list(self.dispatches),
             "diverged": self.diverged,
             "ran_out": self.ran_out,
+            "broke": self.broke,
         }
 
 
@@ -94,15 +96,22 @@ def redrive(
     ctrl = system.fork_controller(fork_run_id, harness)
     queue = ctrl.approval_queue()
     signal, unsubscribe = ctrl.subscribe()
-    ran_out = False
+    ran_out, broke = False, ""
     try:
         run_id = ctrl.redrive(prompt, actor=actor)
         seen: set[str] = set()
         while not (ctrl.status() == IDLE and ctrl.run().status != RUNNING):
-            if recording is not None and recording.exhausted and ctrl.run().status == RUNNING:
-                ran_out = True
-                ctrl.abort()
-                continue
+            if recording is not None and recording.finished.is_set() and ctrl.run().status == RUNNING:
+                # The turn stopped without ending the run: it ran out, or an event it served
+                # was refused. Nothing would end the run now, so the re-drive aborts it.
+                if recording.errors and not broke:
+                    broke = f"{type(recording.errors[0]).__name__}: {recording.errors[0]}"
+                    ctrl.abort()
+                    continue
+                if recording.exhausted and not ran_out:
+                    ran_out = True
+                    ctrl.abort()
+                    continue
             for approval in queue.pending():
                 if approval.run_id != run_id or approval.id in seen:
                     continue
@@ -122,7 +131,7 @@ def redrive(
         return Redriven(fork_run_id, run.id, run.status, reason, False)
     return Redriven(
         fork_run_id, run.id, run.status, reason, True, len(recording.served), tuple(recording.decisions),
-        tuple(recording.dispatches), recording.diverged, ran_out,
+        tuple(recording.dispatches), recording.diverged, ran_out, broke,
     )  # fmt: skip
 
 

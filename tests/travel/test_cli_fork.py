@@ -173,6 +173,32 @@ def test_a_recording_that_runs_out_is_aborted(tmp_path):
     assert (done.status, done.ran_out, done.served) == ("aborted", True, 0)
 
 
+def test_a_recording_whose_event_is_refused_is_aborted_and_says_why(recorded_db, monkeypatch):
+    """The turn stops when an event it serves is refused; the re-drive then ends the run
+    instead of waiting for it to end by itself."""
+    from actors import RecordedHarness
+    from tools import _fork
+
+    class Refused(RecordedHarness):
+        def _emit(self, publish, event):
+            if self.served:
+                raise RuntimeError("the log refused the event")
+            return super()._emit(publish, event)
+
+    monkeypatch.setattr(_fork, "RecordedHarness", Refused)  # redrive builds its recording from this
+    path, origin = recorded_db
+    with System.open(path, clock=ManualClock(), scheduler=False) as system:
+        fork = fork_run(system.log, origin.run_id, origin.points["before_permission"], actor="alice")
+
+        def approve(approval):
+            system.approvals.resolve(approval.id, "approve", "carol")
+
+        done = in_thread(lambda: redrive(system, fork.run_id, on_pending=approve)).result(WAIT)
+    assert (done.status, done.served, done.ran_out) == ("aborted", 1, False)
+    assert done.broke == "RuntimeError: the log refused the event"
+    assert done.to_dict()["broke"] == done.broke
+
+
 def test_a_re_drive_whose_harness_cannot_start_says_why_and_records_nothing(run, recorded_db, tmp_path):
     path, origin = recorded_db
     with System.open(path, clock=ManualClock(), scheduler=False) as system:
