@@ -22,7 +22,7 @@ from ._errors import (
 )
 from ._import import ImportTarget
 from ._log import EventLog
-from ._sqlite_write import KnownVersions, write_group
+from ._sqlite_write import KnownVersions, write_fast, write_group
 from ._sqlreads import SQLReads
 
 migrations = Migrations("flightlog.eventlog")
@@ -192,8 +192,14 @@ class SQLiteLog(SQLReads, EventLog):
         with self._conn_lock:
             conn = self._conn
             try:
+                if write_fast(conn, batch, self.clock, self._hasher, self._known):
+                    return
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
+                # Nothing was written: a failed autocommit statement is rolled back whole.
+                self._known.forget()
+                for r in batch:
+                    r.result = None
                 raise translate(e, self.path) from e
             try:
                 write_group(conn, batch, self.clock, self._hasher, self._known)

@@ -1,8 +1,13 @@
-"""The SQLite write path: one group-commit transaction, every caller's append inside it."""
+"""The SQLite write path: one group-commit transaction, every caller's append inside it.
+
+A group goes in as one INSERT statement when it can (`write_fast`), else in an explicit
+BEGIN IMMEDIATE transaction (`write_group`) that reads the head and settles every case.
+"""
 
 from __future__ import annotations
 
 import functools
+import itertools
 import sqlite3
 
 from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records, settle_refused
@@ -11,7 +16,7 @@ from ._clock import Clock, to_micros
 from ._errors import (
     IdempotencyConflict,
 )
-from ._record import GENESIS_HASH, expectation_holds
+from ._record import GENESIS_HASH, NO_STREAM, expectation_holds
 from ._sqlreads import COLUMNS
 
 _INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
@@ -29,25 +34,90 @@ class KnownVersions:
 
     def __init__(self) -> None:
         self.versions: dict[str, int] = {}
-        self._head: tuple[int, str] | None = None
-        self._written: tuple[int, str] | None = None
+        self.head: tuple[int, str, int] | None = None  # seq, hash, recorded_us this writer committed
+        self._written: tuple[int, str, int] | None = None
 
     def at(self, head_seq: int, head_hash: str) -> dict[str, int]:
         """The versions to use for a group starting at this head (empty if the head moved)."""
-        if self._head != (head_seq, head_hash) or len(self.versions) > self.LIMIT:
+        if self.head is None or self.head[:2] != (head_seq, head_hash) or len(self.versions) > self.LIMIT:
             self.versions.clear()
-        self._head = self._written = None
+        self.head = self._written = None
         return self.versions
 
-    def written(self, head_seq: int, head_hash: str) -> None:
-        self._written = (head_seq, head_hash)
+    def written(self, head_seq: int, head_hash: str, head_us: int) -> None:
+        self._written = (head_seq, head_hash, head_us)
 
     def committed(self) -> None:
-        self._head = self._written
+        self.head = self._written
 
     def forget(self) -> None:
         self.versions.clear()
-        self._head = self._written = None
+        self.head = self._written = None
+
+
+# Rows one optimistic INSERT takes at most: 11 parameters a row, far under SQLite's limit.
+FAST_ROWS = 256
+_INSERTS: dict[int, str] = {}
+
+
+def write_fast(
+    conn: sqlite3.Connection, batch: list[AppendRequest], clock: Clock, hasher: Hasher, known: KnownVersions
+) -> bool:
+    """Write `batch` with one INSERT statement outside any explicit transaction, or not at all.
+
+    In autocommit mode one statement is its own transaction: all its rows or none, durable
+    when it returns. The rows are chained onto the head this writer committed last, with
+    the stream versions it knows, so the group needs no BEGIN, no read of the head and no
+    COMMIT: one call into SQLite instead of five or more, which matters most when many
+    threads wait for the GIL between those calls. If anyone else committed since, the first
+    row's seq is taken (every commit takes the next seq) and the INSERT fails whole on the
+    primary key; a reused event id or a stream version taken fails it the same way. Then,
+    and whenever the group cannot be written this way (no known head, a stream version not
+    known, an expectation that does not hold, too many rows), nothing is written and False
+    is returned: the caller writes the group in a transaction, which settles every case.
+    A stream not known is taken to be new only when the caller expects NO_STREAM: if it
+    exists, its version 1 is taken and the INSERT fails.
+    """
+    head = known.head
+    if head is None:
+        return False
+    seq, prev, head_us = head
+    now_us = max(to_micros(clock.now()), head_us)
+    versions: dict[str, int] = {}
+    chained: list[tuple[AppendRequest, list[Row]]] = []
+    pending: list[Row] = []
+    for req in batch:
+        version = versions.get(req.stream)
+        if version is None:
+            version = known.versions.get(req.stream)
+        if version is None:
+            if req.expect is not NO_STREAM:
+                return False
+            version = 0
+        if not expectation_holds(req.expect, version) or not req.events:
+            return False
+        rows = chain_rows(req.stream, version, req.events, seq, prev, now_us, hasher)
+        chained.append((req, rows))
+        pending.extend(rows)
+        if len(pending) > FAST_ROWS:
+            return False
+        seq, prev = rows[-1][0], rows[-1][10]
+        versions[req.stream] = rows[-1][2]
+    statement = _INSERTS.get(len(pending))
+    if statement is None:
+        statement = _INSERTS[len(pending)] = f"INSERT INTO events ({COLUMNS}) VALUES " + ",".join(
+            ["(?,?,?,?,?,?,?,?,?,?,?)"] * len(pending)
+        )
+    try:
+        conn.execute(statement, list(itertools.chain.from_iterable(pending)))
+    except sqlite3.IntegrityError:
+        known.forget()  # someone else moved the head, or a retry: the transaction sorts it out
+        return False
+    known.versions.update(versions)
+    known.head = (seq, prev, now_us)
+    for req, rows in chained:
+        req.result = rows_to_records(rows)
+    return True
 
 
 def write_group(
@@ -86,7 +156,7 @@ def write_group(
         if guard:
             conn.execute("RELEASE grp")
     if known is not None:
-        known.written(seq, prev)
+        known.written(seq, prev, now_us if seq != head_seq else head_us)
 
 
 def _write_together(
