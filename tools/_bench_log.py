@@ -21,14 +21,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from eventlog import EventLogError, open_log
 
 from . import _bench_log_ceilings as ceilings
 from . import _bench_log_workloads as w
-from ._output import console, emit_json, err_console
+from ._output import console, emit_json, err_console, progress
 
 
 @dataclass(frozen=True)
@@ -369,15 +368,7 @@ def bench_log(
             loads=min(sizes.loads, 5),
         )
     sizes = replace(sizes, rounds=rounds or sizes.rounds, seconds=seconds or sizes.seconds)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    ) as bar:
+    with progress(disable=not err_console.is_terminal) as bar:
         phases = bar.add_task("bench log", total=None)
         fill = bar.add_task("events", total=sizes.read, visible=False)
 

@@ -29,13 +29,12 @@ from typing import Any
 
 import click
 import orjson
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from eventlog import open_log, snapshot_store
 from projections import GLOBAL_VIEWS, Views
 
-from ._output import console, emit_json, err_console
+from ._output import console, emit_json, err_console, progress
 from ._workload import EVENTS_PER_RUN, fill_parallel
 
 COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash"
@@ -336,15 +335,7 @@ def bench_replay(quick: bool, as_json: bool, runs: int | None, log_path: str | N
     sizes = QUICK if quick else FULL_RUN
     if runs is not None:
         sizes = Sizes(runs, sizes.rounds, sizes.travels, sizes.cold_travels, sizes.timelines)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    ) as bar:
+    with progress(disable=not err_console.is_terminal) as bar:
         task = bar.add_task("bench replay", total=None)
 
         def advance(name: str, done: int, total: int) -> None:

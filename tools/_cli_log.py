@@ -7,12 +7,11 @@ from collections.abc import Iterator
 
 import click
 import orjson
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from eventlog import Head, Record, VerifyResult
 
 from ._cli_remote import OperatorClient, one_target, server_option
-from ._output import EXIT_FOUND, console, emit_json, err_console, open_db, parse_anchor
+from ._output import EXIT_FOUND, console, emit_json, open_db, parse_anchor, progress
 
 
 def record_json(r: Record) -> dict[str, object]:
@@ -129,15 +128,7 @@ def _verify_db(db: str, anchor: Head | None, quiet: bool) -> VerifyResult:
     log = open_db(db, readonly=True)
     try:
         total = log.head().seq
-        with Progress(
-            TextColumn("verifying"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=True,
-            disable=quiet or total < 50_000,
-        ) as bar:
+        with progress("verifying", disable=quiet or total < 50_000) as bar:
             task = bar.add_task("verify", total=total)
             return log.verify(anchor, progress=lambda n: bar.update(task, completed=n))
     finally:

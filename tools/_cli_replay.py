@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from eventlog import EventLogError, SnapshotsUnsupported, snapshot_store
@@ -27,7 +26,7 @@ from projections import (
 )
 
 from ._golden import GoldenError, read_expected, rendered_timelines, write_expected
-from ._output import EXIT_FOUND, console, emit_json, err_console, open_db
+from ._output import EXIT_FOUND, console, emit_json, open_db, progress
 
 PROGRESS_FROM = 20_000  # logs shorter than this rebuild too fast to need a progress bar
 
@@ -35,15 +34,7 @@ PROGRESS_FROM = 20_000  # logs shorter than this rebuild too fast to need a prog
 @contextmanager
 def progress_bar(label: str, total: int, quiet: bool) -> Iterator[Callable[[int, int], None]]:
     """A rich progress bar on stderr; yields `advance(done, total)`."""
-    with Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=quiet or total < PROGRESS_FROM,
-    ) as bar:
+    with progress(label, disable=quiet or total < PROGRESS_FROM) as bar:
         task = bar.add_task(label, total=total)
         yield lambda done, of: bar.update(task, completed=done, total=of)
 

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 import orjson
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from eventlog import EventLog, EventLogError, Head, open_log
@@ -53,6 +54,19 @@ def parse_anchor(text: str) -> Head:
 
 
 T = TypeVar("T")
+
+
+def progress(description: str = "{task.description}", *, disable: bool = False) -> Progress:
+    """A transient progress bar on stderr: the description, the bar, done of total, time elapsed."""
+    return Progress(
+        TextColumn(description),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=disable,
+    )
 
 
 def with_status(label: str, work: Callable[[Callable[[str], object]], T]) -> T:
