@@ -14,8 +14,10 @@ from typing import Any
 
 import orjson
 
-from eventlog import EventLog, ManualClock, NewEvent, Record
+from eventlog import EventLog, ManualClock, NewEvent
 from projections import Views
+
+from ._cli_log import record_json
 
 INDENT = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
@@ -24,25 +26,9 @@ class GoldenError(ValueError):
     """Raised when a fixture folder or its log is not what it should be."""
 
 
-def record_line(r: Record) -> dict[str, Any]:
-    return {
-        "seq": r.seq,
-        "stream": r.stream,
-        "version": r.version,
-        "type": r.type,
-        "schema": r.schema,
-        "data": r.data,
-        "meta": r.meta,
-        "event_id": r.event_id,
-        "recorded_at": r.recorded_at.isoformat(),
-        "prev_hash": r.prev_hash,
-        "hash": r.hash,
-    }
-
-
 def export_lines(log: EventLog) -> Iterator[bytes]:
     for record in log.read_all():
-        yield orjson.dumps(record_line(record)) + b"\n"
+        yield orjson.dumps(record_json(record)) + b"\n"
 
 
 def import_lines(log: EventLog, clock: ManualClock, lines: Iterable[bytes | str]) -> int:
