@@ -16,7 +16,6 @@ from __future__ import annotations
 import sqlite3
 import time
 import uuid
-from typing import Any
 
 import orjson
 
@@ -33,23 +32,7 @@ def raw_interleaved(path: str, total: int, seconds: float) -> w.Measured:
         rows = []
         for t in range(w.THREADS):
             versions[t] += 1
-            version = versions[t]
-            data = {"run_id": w._RUN_ID, "n": version - 1, "tool": "shell", "detail": "ls -la /tmp/workspace"}
-            rows.append(
-                (
-                    done + t + 1,
-                    f"bench-t{t}",
-                    version,
-                    "BenchEventRecorded",
-                    1,
-                    orjson.dumps(data, option=orjson.OPT_SORT_KEYS),
-                    b"{}",
-                    w._event_id(),
-                    now_us,
-                    w._NO_HASH,
-                    w._NO_HASH,
-                )
-            )
+            rows.append(w.raw_row(done + t + 1, f"bench-t{t}", versions[t], now_us))
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(w._INSERT, rows)
         conn.execute("COMMIT")
@@ -72,13 +55,9 @@ def raw_peer_table(path: str, total: int, seconds: float) -> w.Measured:
 
     def step(done: int) -> int:
         originator = originators.setdefault(done // w.STREAM_LEN, uuid.uuid4().hex)
-        rows: list[tuple[Any, ...]] = []
-        for i in range(w.BATCH):
-            n = done + i
-            data = {"run_id": w._RUN_ID, "n": n, "tool": "shell", "detail": "ls -la /tmp/workspace"}
-            rows.append(
-                (originator, n % w.STREAM_LEN + 1, w.TOPIC, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
-            )
+        rows = [
+            (originator, (done + i) % w.STREAM_LEN + 1, w.TOPIC, w.raw_data(done + i)) for i in range(w.BATCH)
+        ]
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(insert, rows)
         conn.execute("COMMIT")

@@ -128,26 +128,34 @@ def _raw_connect(path: str) -> sqlite3.Connection:
     return conn
 
 
+def raw_data(n: int) -> bytes:
+    """The `n`-th benchmark event's data as every side stores it: sorted-key orjson bytes."""
+    data = {"run_id": _RUN_ID, "n": n, "tool": "shell", "detail": "ls -la /tmp/workspace"}
+    return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+
+
+def raw_row(seq: int, stream: str, version: int, now_us: int) -> tuple[Any, ...]:
+    """A row of the events table for raw sqlite3: the event of `seq`, placeholder hashes."""
+    data = raw_data(seq - 1)
+    return (
+        seq,
+        stream,
+        version,
+        "BenchEventRecorded",
+        1,
+        data,
+        b"{}",
+        _event_id(),
+        now_us,
+        _NO_HASH,
+        _NO_HASH,
+    )
+
+
 def _raw_rows(first: int, n: int, now_us: int) -> list[tuple[Any, ...]]:
-    rows = []
-    for seq in range(first, first + n):
-        data = {"run_id": _RUN_ID, "n": seq - 1, "tool": "shell", "detail": "ls -la /tmp/workspace"}
-        rows.append(
-            (
-                seq,
-                stream_name(seq),
-                (seq - 1) % STREAM_LEN + 1,
-                "BenchEventRecorded",
-                1,
-                orjson.dumps(data, option=orjson.OPT_SORT_KEYS),
-                b"{}",
-                _event_id(),
-                now_us,
-                _NO_HASH,
-                _NO_HASH,
-            )
-        )
-    return rows
+    return [
+        raw_row(seq, stream_name(seq), (seq - 1) % STREAM_LEN + 1, now_us) for seq in range(first, first + n)
+    ]
 
 
 def raw_append(path: str, total: int, per_txn: int, seconds: float) -> Measured:
