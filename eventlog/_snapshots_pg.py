@@ -57,8 +57,10 @@ class PostgresSnapshotStore(SnapshotStore):
 
     def _rows(self, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._connection() as conn:
-            if self.readonly and conn.execute("SELECT to_regclass('snapshots')").fetchone() == (None,):
-                return []  # a read-only store creates nothing: no table yet is no snapshot yet
+            if not self._ready:  # read-only: it creates nothing, so it looks until the table is there
+                if conn.execute("SELECT to_regclass('snapshots')").fetchone() == (None,):
+                    return []  # no table yet is no snapshot yet
+                self._ready = True
             return conn.execute(query, params).fetchall()
 
     def _write(self, query: str, params: tuple[Any, ...]) -> int:
