@@ -32,7 +32,7 @@ from rich.table import Table
 from actors import ApprovalRequest, System
 from eventlog import NewEvent, open_log
 
-from ._output import console, emit_json, targets_table, with_status
+from ._output import console, emit_json, targets_table, temp_dir_option, with_status
 
 SYNC = "FULL"
 WAIT = 60.0  # seconds any one step may take before the benchmark gives up
@@ -377,12 +377,7 @@ def _report(result: dict[str, Any]) -> None:
 @click.option("--requests", type=click.IntRange(1), help="Concurrent waiting requests per round.")
 @click.option("--operators", type=click.IntRange(1, 64), help="Threads resolving them.")
 @click.option("--rounds", type=click.IntRange(1), help="Concurrent rounds (the best counts).")
-@click.option(
-    "--dir",
-    "parent",
-    type=click.Path(file_okay=False, exists=True),
-    help="Where the temporary databases go (default: the system temp folder).",
-)
+@temp_dir_option
 def bench_approvals(
     quick: bool,
     as_json: bool,

@@ -34,7 +34,7 @@ from rich.table import Table
 from . import _bench_log_workloads as w
 from ._bench_approvals import percentile
 from ._bench_broker_client import WAIT, Agent, Connection, ServerProcess
-from ._output import console, emit_json, targets_table, with_status
+from ._output import console, emit_json, targets_table, temp_dir_option, with_status
 
 REPORTS_TARGET = 2000.0  # durable reports per second with 16 agents, at least
 DELIVERY_P99_TARGET = 50.0  # push → poll answer p99 in ms, at most
@@ -300,12 +300,7 @@ def _report(result: dict[str, Any]) -> None:
 @click.option("--seconds", type=click.FloatRange(0.01), help="Time box of a report round.")
 @click.option("--pushes", type=click.IntRange(1), help="Deliveries to time.")
 @click.option("--rounds", type=click.IntRange(1), help="Report rounds (the best counts).")
-@click.option(
-    "--dir",
-    "parent",
-    type=click.Path(file_okay=False, exists=True),
-    help="Where the temporary databases go (default: the system temp folder).",
-)
+@temp_dir_option
 def bench_broker(
     quick: bool,
     as_json: bool,

@@ -27,7 +27,7 @@ from eventlog import EventLogError, open_log
 
 from . import _bench_log_ceilings as ceilings
 from . import _bench_log_workloads as w
-from ._output import console, emit_json, err_console, progress
+from ._output import console, emit_json, err_console, progress, temp_dir_option
 
 
 @dataclass(frozen=True)
@@ -320,12 +320,7 @@ def report(result: dict[str, Any]) -> None:
 @click.option("--quick", is_flag=True, help="A smaller run (well under a minute), for CI.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures and ratios as one JSON object.")
 @click.option("--rounds", type=click.IntRange(1), help="Runs of every phase; the best counts.")
-@click.option(
-    "--dir",
-    "parent",
-    type=click.Path(file_okay=False, exists=True),
-    help="Where the temporary databases go (default: the system's temporary folder).",
-)
+@temp_dir_option
 @click.option(
     "--db",
     "pg_url",

@@ -56,6 +56,15 @@ def parse_anchor(text: str) -> Head:
 T = TypeVar("T")
 
 
+# `--dir` of the bench commands: where their temporary databases go.
+temp_dir_option = click.option(
+    "--dir",
+    "parent",
+    type=click.Path(file_okay=False, exists=True),
+    help="Where the temporary databases go (default: the system's temporary folder).",
+)
+
+
 def progress(description: str = "{task.description}", *, disable: bool = False) -> Progress:
     """A transient progress bar on stderr: the description, the bar, done of total, time elapsed."""
     return Progress(
