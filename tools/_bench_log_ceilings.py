@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 import time
 import uuid
+from typing import Any
 
 import orjson
 
@@ -28,45 +29,29 @@ def raw_interleaved(path: str, total: int, seconds: float) -> w.Measured:
     now_us = time.time_ns() // 1000
     versions = [0] * w.THREADS
 
-    def step(done: int) -> int:
+    def rows_for(done: int) -> list[tuple[Any, ...]]:
         rows = []
         for t in range(w.THREADS):
             versions[t] += 1
             rows.append(w.raw_row(done + t + 1, f"bench-t{t}", versions[t], now_us))
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(w._INSERT, rows)
-        conn.execute("COMMIT")
-        return w.THREADS
+        return rows
 
-    try:
-        return w._timed(total, seconds, step)
-    finally:
-        conn.close()
+    return w.raw_transactions(conn, w._INSERT, rows_for, total, seconds)
 
 
 def raw_peer_table(path: str, total: int, seconds: float) -> w.Measured:
     """`executemany` batches of BATCH rows into eventsourcing's table, as the library creates it."""
     w.Peer(path).close()
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(f"PRAGMA synchronous = {w.SYNC}")
     insert = "INSERT INTO stored_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)"
     originators: dict[int, str] = {}
 
-    def step(done: int) -> int:
+    def rows_for(done: int) -> list[tuple[Any, ...]]:
         originator = originators.setdefault(done // w.STREAM_LEN, uuid.uuid4().hex)
-        rows = [
+        return [
             (originator, (done + i) % w.STREAM_LEN + 1, w.TOPIC, w.raw_data(done + i)) for i in range(w.BATCH)
         ]
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(insert, rows)
-        conn.execute("COMMIT")
-        return w.BATCH
 
-    try:
-        return w._timed(total, seconds, step)
-    finally:
-        conn.close()
+    return w.raw_transactions(w._raw_connect(path), insert, rows_for, total, seconds)
 
 
 def raw_load(path: str, stream: str) -> int:

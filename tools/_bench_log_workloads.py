@@ -158,25 +158,40 @@ def _raw_rows(first: int, n: int, now_us: int) -> list[tuple[Any, ...]]:
     ]
 
 
-def raw_append(path: str, total: int, per_txn: int, seconds: float) -> Measured:
-    """Insert rows `per_txn` to a transaction: one `execute`, or one `executemany`."""
-    conn = _raw_connect(path)
-    now_us = time.time_ns() // 1000
+def raw_transactions(
+    conn: sqlite3.Connection,
+    insert: str,
+    rows_for: Callable[[int], list[tuple[Any, ...]]],
+    total: int,
+    seconds: float,
+) -> Measured:
+    """Insert `rows_for(done)` one BEGIN IMMEDIATE transaction at a time (one `execute` for a
+    single row, else one `executemany`) until `total` rows or time is up; closes `conn`."""
 
     def step(done: int) -> int:
-        rows = _raw_rows(done + 1, per_txn, now_us)
+        rows = rows_for(done)
         conn.execute("BEGIN IMMEDIATE")
-        if per_txn == 1:
-            conn.execute(_INSERT, rows[0])
+        if len(rows) == 1:
+            conn.execute(insert, rows[0])
         else:
-            conn.executemany(_INSERT, rows)
+            conn.executemany(insert, rows)
         conn.execute("COMMIT")
-        return per_txn
+        return len(rows)
 
     try:
         return _timed(total, seconds, step)
     finally:
         conn.close()
+
+
+def raw_append(path: str, total: int, per_txn: int, seconds: float) -> Measured:
+    """Insert rows `per_txn` to a transaction: one `execute`, or one `executemany`."""
+    now_us = time.time_ns() // 1000
+
+    def rows_for(done: int) -> list[tuple[Any, ...]]:
+        return _raw_rows(done + 1, per_txn, now_us)
+
+    return raw_transactions(_raw_connect(path), _INSERT, rows_for, total, seconds)
 
 
 def raw_read_all(path: str) -> int:
