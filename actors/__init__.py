@@ -2,53 +2,6 @@
 
 # Layering: actors imports eventlog and projections, never tools (a test enforces this).
 
-from ._approval_model import (
-    APPROVE,
-    EXPIRED,
-    REJECT,
-    Approval,
-    ApprovalActorKeys,
-    ApprovalRequest,
-    ApprovalResolution,
-    approval_actor_state,
-    payload_digest,
-)
-from ._approval_queue import ApprovalQueue
-from ._broker import Broker, tool_risk
-from ._broker_agents import (
-    AgentEvent,
-    Recorder,
-    enrich_stop_reason,
-    poll_agent_messages,
-    wrap_agent_message,
-    wrap_channel,
-    xml_escape,
-)
-from ._broker_model import (
-    AgentMessage,
-    ControlMessage,
-    Envelope,
-    Finish,
-    PermissionState,
-    Reply,
-    Report,
-    RunView,
-    make_token,
-    token_digest,
-)
-from ._command_harness import CommandHarness
-from ._controller import Controller, RunStarted, RunState, make_title
-from ._controller_decider import (
-    ABORTED,
-    ABORTING,
-    FAILED,
-    IDLE,
-    PERSISTING,
-    RUNNING,
-    STARTING,
-    STOPPED,
-    SUCCEEDED,
-)
 from ._errors import (
     ActorsError,
     ApprovalCancelledError,
@@ -96,16 +49,79 @@ from ._errors import (
     WorkspaceIdError,
     WorkspaceSetupError,
 )
-from ._fork import Fork, fork_controller_id, fork_origin, fork_run
-from ._harness import DELIVERIES, ENQUEUE, IMMEDIATE, Harness, HarnessEvent
-from ._harnesses import ScriptedHarness, SentPrompt
-from ._projects import Projects, default_project_id
-from ._reconcile import Reconciler, intent_digest
-from ._recorded_harness import RecordedHarness
-from ._recorded_reconciler import RecordedReconciler
-from ._recorded_turn import RecordedStep, RecordedTurn, recorded_turn
-from ._session_decider import TURN_FAILED, TURN_INTERRUPTED, TURN_SUCCEEDED, SessionInfo, SessionRequest
-from ._session_keys import (
+from ._signal import Signal
+from ._system import System
+from .approvals import (
+    APPROVE,
+    EXPIRED,
+    REJECT,
+    Approval,
+    ApprovalActorKeys,
+    ApprovalQueue,
+    ApprovalRequest,
+    ApprovalResolution,
+    approval_actor_state,
+    payload_digest,
+)
+from .broker import (
+    AgentEvent,
+    AgentMessage,
+    Broker,
+    ControlMessage,
+    Envelope,
+    Finish,
+    PermissionState,
+    Recorder,
+    Reply,
+    Report,
+    RunView,
+    enrich_stop_reason,
+    make_token,
+    poll_agent_messages,
+    token_digest,
+    tool_risk,
+    wrap_agent_message,
+    wrap_channel,
+    xml_escape,
+)
+from .controller import (
+    ABORTED,
+    ABORTING,
+    FAILED,
+    IDLE,
+    PERSISTING,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    SUCCEEDED,
+    Controller,
+    Fork,
+    Reconciler,
+    RecordedHarness,
+    RecordedReconciler,
+    RecordedStep,
+    RecordedTurn,
+    RunStarted,
+    RunState,
+    fork_controller_id,
+    fork_origin,
+    fork_run,
+    intent_digest,
+    make_title,
+    recorded_turn,
+)
+from .harnesses import (
+    DELIVERIES,
+    ENQUEUE,
+    IMMEDIATE,
+    CommandHarness,
+    Harness,
+    HarnessEvent,
+    ScriptedHarness,
+    SentPrompt,
+)
+from .sessions import (
+    CORE_TOOLS,
     DEFAULT_COMPACTION_KEEP_TAIL,
     DEFAULT_COMPACTION_MAX_TOKENS,
     DEFAULT_SESSION_KIND,
@@ -124,51 +140,48 @@ from ._session_keys import (
     SESSION_KIND_SCHEDULER,
     SESSION_KIND_TASK,
     SESSION_KINDS,
-    CompactionConfig,
-    build_group_session_key,
-    build_main_session_key,
-    build_session_key,
-    build_user_session_key,
-    default_channel,
-    new_session_id,
-    uuid7_time_millis,
-)
-from ._session_requests import (
-    ChatRequest,
-    DelegateRequest,
-    DelegateResult,
-    SchedulerChatRequest,
-    TaskChatRequest,
-)
-from ._session_stream import EventStream
-from ._session_turns import HarnessRequest, TurnResult
-from ._sessions import Sessions
-from ._signal import Signal
-from ._system import System
-from ._tool_override_store import ToolOverrides
-from ._tool_overrides import (
-    CORE_TOOLS,
     TOOL_OVERRIDE_ORIGIN_DEFAULT,
     TOOL_OVERRIDE_SCOPE_SYSTEM,
     TOOL_OVERRIDE_SCOPE_SYSTEM_AGENT,
     TOOL_OVERRIDE_SCOPE_USER,
     TOOL_OVERRIDE_SCOPE_USER_AGENT,
     TOOL_OVERRIDE_SCOPES,
+    TURN_FAILED,
+    TURN_INTERRUPTED,
+    TURN_SUCCEEDED,
+    ChatRequest,
+    CompactionConfig,
+    DelegateRequest,
+    DelegateResult,
+    EventStream,
+    HarnessRequest,
+    Projects,
+    SchedulerChatRequest,
+    SessionInfo,
+    SessionRequest,
+    Sessions,
+    TaskChatRequest,
     ToolOverride,
     ToolOverrideDecision,
     ToolOverrideKey,
     ToolOverrideResolution,
     ToolOverrideRow,
-    filter_tool_enabled,
-    is_core_tool_name,
-    resolve_tool_override,
-    validate_scope,
-)
-from ._workspace import (
+    ToolOverrides,
+    TurnResult,
     agent_workspace_dir,
+    build_group_session_key,
+    build_main_session_key,
+    build_session_key,
+    build_user_session_key,
+    default_channel,
+    default_project_id,
     ensure_project_dir,
+    filter_tool_enabled,
     group_agent_dir,
     group_home_dir,
+    is_core_tool_name,
+    new_session_id,
+    resolve_tool_override,
     setup_agent_workspace,
     setup_group_workspace,
     setup_user_workspace,
@@ -178,7 +191,9 @@ from ._workspace import (
     user_data_dir,
     user_home_dir,
     user_skills_dir,
+    uuid7_time_millis,
     validate_project_dir,
+    validate_scope,
 )
 
 __all__ = [

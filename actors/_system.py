@@ -11,22 +11,20 @@ from eventlog import Clock, EventLog, EventLogError, Record, SystemClock, open_l
 from projections import Views
 
 from ._aggregate import Refresh
-from ._approval_actor import ApprovalActor
-from ._approval_queue import ApprovalQueue
-from ._broker import Broker
-from ._controller import Controller
 from ._directory import Directory
 from ._errors import ForkError
-from ._fork import fork_controller_id, fork_origin
-from ._harness import Harness
-from ._projects import Projects
-from ._reconcile import Reconciler
-from ._recorded_harness import RecordedHarness
-from ._recorded_reconciler import RecordedReconciler
-from ._session_turns import HarnessSource
-from ._sessions import Sessions
-from ._tool_override_store import ToolOverrides
-from ._workspace import StrPath
+from .approvals import ApprovalActor, ApprovalQueue
+from .broker import Broker
+from .controller import (
+    Controller,
+    Reconciler,
+    RecordedHarness,
+    RecordedReconciler,
+    fork_controller_id,
+    fork_origin,
+)
+from .harnesses import Harness
+from .sessions import HarnessSource, Projects, Sessions, StrPath, ToolOverrides
 
 # The scheduler wakes at least this often, so deadlines are fired even when the clock is
 # moved by hand (tests call tick() themselves) or jumps.

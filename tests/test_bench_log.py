@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import pg_unavailable, pg_url, require_or_skip
-from tools import _bench_log
+from tools.bench import log as _bench_log
 from tools.cli import cli
 
 

@@ -4,7 +4,21 @@ import importlib
 
 import pytest
 
-PACKAGES = ["eventlog", "projections", "actors", "tools"]
+PACKAGES = [
+    "eventlog",
+    "projections",
+    "actors",
+    "actors.approvals",
+    "actors.broker",
+    "actors.controller",
+    "actors.harnesses",
+    "actors.sessions",
+    "tools",
+    "tools.bench",
+    "tools.cli",
+    "tools.demo",
+    "tools.http",
+]
 
 
 def isort_key(name: str) -> tuple[int, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from actors._approval_decider import ApprovalCommand, ApprovalState, decide, evolve
+from actors.approvals.decider import ApprovalCommand, ApprovalState, decide, evolve
 from eventlog import Event
 
 

@@ -15,7 +15,7 @@ from actors import (
     ApprovalValidationError,
     DuplicateVoteError,
 )
-from actors._approval_decider import (
+from actors.approvals.decider import (
     DECIDED,
     DISCARDED,
     PENDING,

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from actors import ControlMessage, ControlQueueFullError, RunAlreadyRegisteredError, RunNotFoundError
-from actors._run_decider import (
+from actors.broker.run_decider import (
     DeleteRun,
     Heartbeat,
     QueueControl,

@@ -44,8 +44,8 @@ if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
 
 @pytest.fixture
 def served(tmp_path):
-    from tools._background import BackgroundServer
-    from tools._http import create_app
+    from tools.demo.background import BackgroundServer
+    from tools.http.app import create_app
 
     token = make_token()
     with System.open(str(tmp_path / "console.db"), approval_timeout=600.0) as system:
@@ -77,7 +77,7 @@ def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_pa
         [
             sys.executable,
             "-m",
-            "tools.demo_agent",
+            "tools.demo.agent",
             "--url",
             url,
             "--run-id",

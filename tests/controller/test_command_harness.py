@@ -13,7 +13,7 @@ from actors import CommandHarness, Controller, ControllerError, payload_digest
 
 from .helpers import WAIT, wait_pending, wait_until
 
-AGENT = [sys.executable, "-m", "actors.example_agent"]
+AGENT = [sys.executable, "-m", "actors.harnesses.example_agent"]
 
 # Answers each prompt in two lines (one is not JSON), taking the run id from the prompt it got.
 PLAIN = textwrap.dedent(
@@ -191,6 +191,6 @@ def test_a_program_that_cannot_start_fails_the_start(system):
 
 def test_argv_is_a_list():
     with pytest.raises(TypeError):
-        CommandHarness("python -m actors.example_agent")
+        CommandHarness("python -m actors.harnesses.example_agent")
     with pytest.raises(TypeError):
         CommandHarness([])

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from actors import ControllerError, ForkRedrivenError, HarnessEvent, HarnessEventError, NotAForkError
-from actors._controller_decider import (
+from actors.controller.decider import (
     REDRIVEN,
     BeginAbort,
     Close,

@@ -14,7 +14,7 @@ import pytest
 
 from actors import System
 from eventlog import ManualClock
-from tools._http import create_app
+from tools.http.app import create_app
 
 OPERATOR_TOKEN = "operator-0123456789abcdef-secret"
 OPERATOR_DIGEST = hashlib.sha256(OPERATOR_TOKEN.encode()).hexdigest()

@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from eventlog import open_log
-from tools._bench_broker_client import ServerProcess
+from tools.bench.broker_client import ServerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -290,7 +290,7 @@ def test_openapi_document_is_valid_and_complete(client):
 
 
 def test_create_app_refuses_a_raw_token_for_a_digest(system):
-    from tools._http import create_app
+    from tools.http.app import create_app
 
     with pytest.raises(ValueError, match="64 lower-case hex"):
         create_app(system, operator_token_sha256="operator-0123456789abcdef-secret")

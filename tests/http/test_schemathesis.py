@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
 from actors import ApprovalRequest, System
-from tools._http import create_app
+from tools.http.app import create_app
 
 from .conftest import OPERATOR, OPERATOR_DIGEST
 

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from actors import ControlMessage
-from tools._http_wire import MAX_BODY
+from tools.http.wire import MAX_BODY
 
 from .conftest import AUTHED, OPERATOR, POST_ONLY, assert_json, head, text
 
@@ -153,8 +153,8 @@ def test_query_credentials_authenticate_a_get(make_app, portal, system, register
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    from tools._http_broker import BrokerRoutes
-    from tools._http_wire import Endpoint, json_response
+    from tools.http.broker import BrokerRoutes
+    from tools.http.wire import Endpoint, json_response
 
     from .conftest import PortalTransport
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from eventlog import ManualClock, open_log
 from eventlog.events import ApprovalPublished, ApprovalRequested
-from tools._workload import fill
+from tools.bench.workload import fill
 from tools.cli import cli
 
 TOKEN = "cli-test-operator-token-0123456789abcdef"

@@ -19,8 +19,8 @@ from click.testing import CliRunner, Result
 from actors import System
 from eventlog import open_log
 from eventlog.events import ApprovalPublished, ApprovalRequested
-from tools import _cli_decide
 from tools.cli import cli
+from tools.cli import decide as _cli_decide
 
 WAIT = 30.0  # seconds a test waits for another process before failing
 

@@ -12,7 +12,7 @@ import sqlite_utils
 from eventlog import open_log
 from projections import Views
 from tests.conftest import drop_pg_schema, pg_unavailable, pg_url, require_or_skip
-from tools._cli_export import FIELDS
+from tools.cli.export import FIELDS
 
 from .helpers import json_of, run
 

@@ -9,9 +9,9 @@ import pytest
 
 from actors import System
 from eventlog import open_log
-from tools import _cli_decide
-from tools._background import BackgroundServer
-from tools._http import create_app
+from tools.cli import decide as _cli_decide
+from tools.demo.background import BackgroundServer
+from tools.http.app import create_app
 
 from .helpers import TOKEN, TOKEN_ENV, json_of, run, seed_approval
 

@@ -12,9 +12,10 @@ import click
 import pytest
 
 from actors import System, make_token, token_digest
-from tools import _demo, demo_agent
-from tools._background import BackgroundServer
-from tools._http import create_app
+from tools.demo import agent as demo_agent
+from tools.demo import command as _demo
+from tools.demo.background import BackgroundServer
+from tools.http.app import create_app
 
 WAIT = 30.0
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from eventlog import EventLog, ManualClock, open_log
-from tools._workload import fill
+from tools.bench.workload import fill
 
 RUNS = 12  # 1,200 events: a dozen runs, two per session, six sessions interleaved
 SEED = 11

@@ -9,10 +9,10 @@ from typing import Any
 from actors import CommandHarness, Harness, QuorumPendingError, ScriptedHarness, System
 from eventlog import EventLog, Record
 from tests.controller.helpers import WAIT, wait_pending, wait_until
-from tools._demo import DemoReconciler, ReconcilingHarness
+from tools.demo.command import DemoReconciler, ReconcilingHarness
 
 INTENT = {"service": "web", "replicas": 3}
-DEMO_AGENT = [sys.executable, "-m", "tools.demo_agent", "--harness"]
+DEMO_AGENT = [sys.executable, "-m", "tools.demo.agent", "--harness"]
 PROMPT = "Scale the web service to 3 replicas and tell me when it is done"
 # The demo agent's turn, scripted: a reconcile that needs a quorum, then (if approved) the tool call.
 SCRIPT = [

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from eventlog import ManualClock, NewEvent, Snapshot, snapshot_store
 from projections import Views
-from tools._workload import bursts
+from tools.bench.workload import bursts
 
 
 def snap(seq: int, name: str = "v", version: int = 1, data: bytes | None = b"{}") -> Snapshot:

@@ -24,8 +24,8 @@ from tests.controller.forks import (
     timeline,
 )
 from tests.controller.helpers import WAIT, ManualHarness, in_thread
-from tools._fork import Redriven, redrive
 from tools.cli import cli
+from tools.cli.redrive import Redriven, redrive
 
 
 @pytest.fixture

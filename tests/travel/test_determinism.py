@@ -20,7 +20,7 @@ import pytest
 
 from eventlog import ManualClock, open_log, snapshot_store
 from projections import Views, default_views
-from tools._workload import bursts
+from tools.bench.workload import bursts
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = 16

@@ -20,7 +20,7 @@ from actors import (
     fork_run,
     intent_digest,
 )
-from actors._recorded_turn import DISPATCH
+from actors.controller.recording import DISPATCH
 from eventlog import ManualClock
 from tests.controller.helpers import WAIT, ManualHarness, in_thread, wait_pending, wait_until
 

@@ -14,8 +14,8 @@ from eventlog import Event, ManualClock, NewEvent, Record, decode, open_log, upc
 from eventlog.events import event, upcaster
 from projections import View, Views, compare_expected, default_views, replay_check
 from projections.runs import RunRegistryView
-from tools._golden import import_lines, read_expected
 from tools.cli import cli
+from tools.cli.golden import import_lines, read_expected
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "events.jsonl").exists())
@@ -77,7 +77,7 @@ def test_the_cli_exits_1_on_a_difference_and_0_when_all_agree(db, open_db, monke
     same = runner.invoke(cli, ["replay-check", str(db)])
     assert same.exit_code == 0, same.output
     assert "no difference" in same.output
-    monkeypatch.setattr("tools._cli_replay.default_views", lambda: with_view(DoubleCountingRegistry()))
+    monkeypatch.setattr("tools.cli.replay.default_views", lambda: with_view(DoubleCountingRegistry()))
     differs = runner.invoke(cli, ["replay-check", str(db), "--json"])
     assert differs.exit_code == 1
     assert '"view": "run_registry"' in differs.output

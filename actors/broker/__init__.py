@@ -1,0 +1,49 @@
+"""The run broker: runs register, report, finish, poll control messages and message each other."""
+
+# Layering: actors.broker imports the actors shell, actors.approvals (its front door), eventlog and
+# projections; never controller, sessions or tools.
+
+from .agents import (
+    AgentEvent,
+    Recorder,
+    enrich_stop_reason,
+    poll_agent_messages,
+    wrap_agent_message,
+    wrap_channel,
+    xml_escape,
+)
+from .broker import Broker, tool_risk
+from .model import (
+    AgentMessage,
+    ControlMessage,
+    Envelope,
+    Finish,
+    PermissionState,
+    Reply,
+    Report,
+    RunView,
+    make_token,
+    token_digest,
+)
+
+__all__ = [
+    "AgentEvent",
+    "AgentMessage",
+    "Broker",
+    "ControlMessage",
+    "Envelope",
+    "Finish",
+    "PermissionState",
+    "Recorder",
+    "Reply",
+    "Report",
+    "RunView",
+    "enrich_stop_reason",
+    "make_token",
+    "poll_agent_messages",
+    "token_digest",
+    "tool_risk",
+    "wrap_agent_message",
+    "wrap_channel",
+    "xml_escape",
+]

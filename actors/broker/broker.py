@@ -1,0 +1,394 @@
+"""Broker: the seed's run broker over event-sourced run actors.
+
+Every run is a stream `run-<id>` and an actor; the broker validates, hashes tokens, and asks
+the run's actor, which replies only after its append committed. Tokens are kept as SHA-256
+digests; a raw token exists only in the process that issued it, for `ensure_run`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from eventlog import Clock, EventLog, Record
+from eventlog.events import BrokerReset
+from projections import Views
+
+from .._aggregate import Execute, GetState
+from .._directory import Directory
+from .._errors import (
+    ApprovalExpiredError,
+    ApprovalNotPendingError,
+    BrokerError,
+    QuorumPendingError,
+    RunNotFoundError,
+)
+from ..approvals import ApprovalQueue, ApprovalRequest
+from .model import (
+    FINISH_KINDS,
+    ControlMessage,
+    Finish,
+    Reply,
+    Report,
+    RunView,
+    make_token,
+    raw_json,
+    token_digest,
+)
+from .run_actor import RunActor, Take
+from .run_call import AsRun, RunCall
+from .run_decider import (
+    DeleteRun,
+    Heartbeat,
+    QueueControl,
+    RecordFinish,
+    RecordPermissionDecision,
+    RecordReply,
+    RecordReport,
+    RegisterRun,
+    RequestPermission,
+    RunState,
+)
+from .view import fold_run_view
+
+# Undelivered control messages a run may hold before pushes are refused (HTTP 429).
+DEFAULT_QUEUE_LIMIT = 1000
+# The seed takes any run id; a stream name holds at most 512 characters, "run-" included, so
+# a longer id names no run (and can register none).
+MAX_RUN_ID_LENGTH = 512 - len("run-")
+BEHAVIOR = {"approve": "allow", "reject": "deny", "expired": "deny"}
+
+
+class Broker:
+    """Runs, their control queues, reports, finishes, replies and permission requests."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        clock: Clock,
+        approvals: ApprovalQueue,
+        views: Views,
+        *,
+        queue_limit: int = DEFAULT_QUEUE_LIMIT,
+    ) -> None:
+        self.log = log
+        self.views = views
+        self.clock = clock
+        self.approvals = approvals
+        self.queue_limit = queue_limit
+        # Versions the running actors have reached (their own appends included): the follower
+        # tells an actor to refresh only about records it has not seen. An actor writes its
+        # own entry after its state moved; a stale entry is only ever too low.
+        self._seen: dict[str, int] = {}
+        self._dir = Directory(lambda id: RunActor.start(log, clock, id, self._signal, self._seen))
+        self._issued: dict[str, str] = {}  # run id -> raw token, for tokens issued here
+        self._lock = threading.Lock()
+        self._listeners: dict[str, set[Callable[[], object]]] = {}
+
+    # -- registry --------------------------------------------------------------------------
+
+    def create_run(self, run_id: str) -> str:
+        """Register a new run and return its token; RunAlreadyRegisteredError if it exists."""
+        token = make_token()
+        self._exec(run_id, RegisterRun(token_digest(token), over_http=False, exclusive=True))
+        with self._lock:
+            self._issued[run_id] = token
+        return token
+
+    def ensure_run(self, run_id: str) -> tuple[str | None, bool]:
+        """(token, created): a new run's token, or an existing run's if this process issued it."""
+        token = make_token()
+        _, records = self._exec(run_id, RegisterRun(token_digest(token), over_http=False, exclusive=False))
+        with self._lock:
+            if records:
+                self._issued[run_id] = token
+                return token, True
+            return self._issued.get(run_id), False
+
+    def register(self, run_id: str, token: str = "") -> str:
+        """HTTP /register: a new run (with the caller's token, or a fresh one), or a re-register."""
+        if not run_id:
+            raise BrokerError("missing run_id")
+        token = token or make_token()
+        self._exec(run_id, RegisterRun(token_digest(token), over_http=True, exclusive=True))
+        return token
+
+    def authenticate(self, run_id: str, token: str) -> bool:
+        """Whether `token` is the run's token (digest to digest, in constant time)."""
+        if not token:
+            return False
+        state = self._state(run_id)
+        return state.exists and hmac.compare_digest(token_digest(token), state.token_sha256)
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run (a RunDeleted event; its history stays); no-op when absent."""
+        self._exec(run_id, DeleteRun("deleted"))
+        with self._lock:
+            self._issued.pop(run_id, None)
+
+    def get_run(self, run_id: str) -> RunView | None:
+        """The run as the broker knows it, or None."""
+        if not _storable(run_id):
+            return None
+        return fold_run_view(self.log.read(f"run-{run_id}"))
+
+    def exists(self, run_id: str) -> bool:
+        state = self._state(run_id)
+        return state.exists
+
+    def run_ids(self) -> list[str]:
+        """Ids of the registered runs, in registration order (from the run registry view)."""
+        return [row.run_id for row in self.views.runs()]
+
+    def run_count(self) -> int:
+        return len(self.run_ids())
+
+    def reset(self) -> None:
+        """Drop every run: a BrokerReset event, then a RunDeleted for each run."""
+        ids = self.run_ids()
+        now = self.clock.now()
+        self.log.append("broker-main", [BrokerReset(tuple(ids), now)])
+        for run_id in ids:
+            self._exec(run_id, DeleteRun("reset"))
+        with self._lock:
+            self._issued.clear()
+
+    def heartbeat(self, run_id: str) -> None:
+        self._exec(run_id, Heartbeat())
+
+    def finish_count(self, run_id: str) -> int:
+        state = self._state(run_id)
+        return state.finish_count if state.exists else 0
+
+    def last_finish_status(self, run_id: str) -> str:
+        state = self._state(run_id)
+        return state.last_finish_status if state.exists else ""
+
+    # -- control messages ------------------------------------------------------------------
+
+    def push_control(self, run_id: str, message: ControlMessage) -> ControlMessage:
+        """Queue a control message for a run (its created_at becomes now)."""
+        state, records = self._exec(run_id, QueueControl(message, self.queue_limit))
+        return state.queue[-1] if records else message
+
+    def send(self, run_id: str, kind: str, payload: Any, correlation_id: str = "") -> None:
+        msg = ControlMessage(correlation_id or make_token(), kind, run_id, "", raw_json(payload))
+        self.push_control(run_id, msg)
+
+    def send_to(
+        self, from_run_id: str, to_run_id: str, kind: str, payload: Any, correlation_id: str = ""
+    ) -> None:
+        """Queue a message from one run to another (only the target must exist)."""
+        msg = ControlMessage(correlation_id or make_token(), kind, to_run_id, from_run_id, raw_json(payload))
+        self.push_control(to_run_id, msg)
+
+    def take_control(self, run_id: str) -> list[ControlMessage]:
+        """Drain the run's whole queue, oldest first (a ControlDelivered event records it)."""
+        if not _storable(run_id):
+            raise RunNotFoundError(run_id)
+        taken: list[ControlMessage] = self._dir.ask(run_id, Take())
+        return taken
+
+    def queue_depth(self, run_id: str) -> int:
+        state = self._state(run_id)
+        return len(state.queue)
+
+    def wait_control(
+        self, run_id: str, timeout: float, stop: threading.Event | None = None
+    ) -> list[ControlMessage]:
+        """Long-poll: drain the queue, waiting up to `timeout` seconds for a message if empty."""
+        woke = threading.Event()
+        unsubscribe = self.on_control(run_id, woke.set)
+        try:
+            messages = self.take_control(run_id)
+            if messages or (stop is not None and stop.is_set()):
+                return messages
+            woke.wait(timeout)
+            return self.take_control(run_id)
+        finally:
+            unsubscribe()
+
+    def on_control(self, run_id: str, fn: Callable[[], object]) -> Callable[[], None]:
+        """Call `fn()` whenever a control message is queued for the run; returns unsubscribe."""
+        with self._lock:
+            self._listeners.setdefault(run_id, set()).add(fn)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                fns = self._listeners.get(run_id)
+                if fns is not None:
+                    fns.discard(fn)
+                    if not fns:
+                        del self._listeners[run_id]
+
+        return unsubscribe
+
+    def _signal(self, run_id: str) -> None:
+        with self._lock:
+            fns = list(self._listeners.get(run_id, ()))
+        for fn in fns:
+            fn()
+
+    # -- ingestion -------------------------------------------------------------------------
+
+    def ingest(self, run_id: str, kind: str, payload: Any) -> None:
+        """Route an agent message: done/failed/blocked become finishes, anything else a report."""
+        if payload is None:
+            raise BrokerError("payload must not be nil")
+        raw = raw_json(payload)
+        if kind in FINISH_KINDS:
+            self._exec(run_id, RecordFinish(kind, "", (), raw))
+        else:
+            self._exec(run_id, RecordReport(kind, raw))
+
+    def report(self, report: Report) -> None:
+        self._exec(report.run_id, RecordReport(report.state, report.payload))
+
+    def call_as_run(
+        self, run_id: str, token: str, write: Report | Finish | Reply | None, done: Callable[[], object]
+    ) -> RunCall:
+        """Start a write of `run_id` checked against its `token` (None: a heartbeat), without blocking.
+
+        The token check and the write are one message to the run's actor: no other command of
+        the run comes between them. `done()` is called once the answer is in; the call's
+        result is then `(authorized, _)`, authorized only if the write was recorded (committed).
+        """
+        if isinstance(write, Report):
+            command: object = RecordReport(write.state, write.payload)
+        elif isinstance(write, Finish):
+            command = RecordFinish(write.status, write.summary, write.files_changed, write.payload)
+        elif isinstance(write, Reply):
+            command = RecordReply(write.to, write.payload)
+        else:
+            command = Heartbeat()
+        if not token or not _storable(run_id):
+            return RunCall(self._dir, run_id, None, done, (False, None))
+        message = AsRun(token_digest(token), Execute(command, {"actor": f"run:{run_id}"}))
+        return RunCall(self._dir, run_id, message, done)
+
+    def finish(self, finish: Finish) -> None:
+        self._exec(
+            finish.run_id, RecordFinish(finish.status, finish.summary, finish.files_changed, finish.payload)
+        )
+
+    def reply(self, reply: Reply) -> None:
+        self._exec(reply.run_id, RecordReply(reply.to, reply.payload))
+
+    # -- permission relay ------------------------------------------------------------------
+
+    def permission_request(
+        self, run_id: str, request_id: str, tool_name: str, description: str, input_preview: str
+    ) -> str:
+        """Relay a run's permission request to the approval gate; return the approval id."""
+        if not self.exists(run_id):
+            raise RunNotFoundError(run_id)
+        request = ApprovalRequest(
+            kind="permission",
+            title=(description.splitlines()[0][:120] if description else f"Use {tool_name or 'a tool'}"),
+            detail=description or input_preview or tool_name or request_id or "permission request",
+            risk=tool_risk(tool_name),
+            run_id=run_id,
+            tool_call_id=request_id,
+            payload={"tool_name": tool_name, "description": description, "input_preview": input_preview},
+        )
+        approval = self.approvals.submit(request, requested_by=f"run:{run_id}")
+        self._exec(run_id, RequestPermission(request_id, tool_name, description, input_preview, approval.id))
+        return approval.id
+
+    def permission_decision(self, run_id: str, request_id: str, behavior: str, actor: str = "") -> None:
+        """HTTP /permission: decide the linked approval (allow → approve, else reject) and record it."""
+        state = self._state(run_id)
+        if not state.exists:
+            raise RunNotFoundError(run_id)
+        approval_id = next((a for r, a in reversed(state.permissions) if r == request_id), "")
+        actor = actor or f"run:{run_id}"
+        if approval_id:
+            # Decided before, or past its deadline: the approval's recorded outcome is the
+            # answer (this attempt stays in its history as refused), not the behaviour asked.
+            with contextlib.suppress(ApprovalNotPendingError, ApprovalExpiredError):
+                try:
+                    self.approvals.resolve(approval_id, "approve" if behavior == "allow" else "reject", actor)
+                except QuorumPendingError:
+                    return  # one vote of several: recorded once the quorum is reached
+            outcome = self._approval_behavior(approval_id)
+            if outcome is not None:
+                behavior, actor, at = outcome
+                self._exec(run_id, RecordPermissionDecision(request_id, behavior, approval_id, actor, at))
+                return
+        self._exec(run_id, RecordPermissionDecision(request_id, behavior, "", actor, self.clock.now()))
+
+    def approval_decided(self, approval_id: str) -> None:
+        """Propagate a permission approval's outcome to its run (idempotent; any process may call)."""
+        row = self.views.approval(approval_id)
+        if row is None or row.kind != "permission" or not row.run_id or not row.decision:
+            return
+        if not self.exists(row.run_id):
+            return
+        assert row.decided_at is not None
+        self._exec(
+            row.run_id,
+            RecordPermissionDecision(
+                row.tool_call_id, BEHAVIOR[row.decision], approval_id, row.actor, row.decided_at
+            ),
+        )
+
+    def _approval_behavior(self, approval_id: str) -> tuple[str, str, datetime] | None:
+        row = self.views.approval(approval_id)
+        if row is None or not row.decision or row.decided_at is None:
+            return None
+        return BEHAVIOR[row.decision], row.actor, row.decided_at
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _state(self, run_id: str) -> RunState:
+        if not _storable(run_id):
+            return RunState(run_id)
+        state: RunState = self._dir.ask(run_id, GetState())
+        return state
+
+    def _exec(self, run_id: str, command: object) -> tuple[RunState, list[Record]]:
+        if not _storable(run_id):
+            # Its actor could not even start (the stream name is invalid): answer as the
+            # decider would for a run that does not exist.
+            if isinstance(command, RegisterRun):
+                raise BrokerError(f"invalid run id: at most {MAX_RUN_ID_LENGTH} characters")
+            if isinstance(command, DeleteRun):
+                return RunState(run_id), []
+            raise RunNotFoundError(run_id)
+        result: tuple[RunState, list[Record]] = self._dir.ask(
+            run_id, Execute(command, {"actor": f"run:{run_id}"})
+        )
+        return result
+
+    def on_record(self, record: Record) -> None:
+        """Follower hook: another writer appended to a run stream."""
+        from .._aggregate import Refresh
+
+        if self._seen.get(record.stream_id, 0) < record.version:
+            self._dir.tell_if_running(record.stream_id, Refresh(record.version))
+        if record.type == "ControlQueued":
+            self._signal(record.stream_id)
+
+    def passivate(self) -> int:
+        return self._dir.passivate()
+
+    def close(self) -> None:
+        self._dir.close()
+
+
+def _storable(run_id: str) -> bool:
+    return len(run_id) <= MAX_RUN_ID_LENGTH
+
+
+def tool_risk(tool_name: str) -> str:
+    """Risk of a tool by name: shell high; writes and URLs medium; reads low; unknown medium."""
+    name = tool_name.lower()
+    if any(k in name for k in ("bash", "shell", "exec", "run", "command")):
+        return "high"
+    if any(k in name for k in ("read", "glob", "grep", "list", "view", "search")):
+        return "low"
+    return "medium"

@@ -1,0 +1,73 @@
+"""The broker's run actor: the run decider's shell; it also drains queues and answers calls as the run."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from typing import Any
+
+import pykka
+
+from eventlog import Clock, EventLog, Record, decode
+
+from .._aggregate import AggregateActor
+from .run_call import AsRun, NotifyingFuture
+from .run_decider import (
+    RUNS,
+    RunState,
+    TakeControl,
+)
+
+
+class Take:
+    """Message: drain the queue and reply with the messages taken, oldest first."""
+
+
+class RunActor(AggregateActor[RunState]):
+    """A run's actor; `seen[id]` is the version it has reached, for the follower to read."""
+
+    def __init__(
+        self, log: EventLog, clock: Clock, id: str, on_queued: Callable[[str], object], seen: dict[str, int]
+    ) -> None:
+        super().__init__(log, clock, RUNS, id)
+        self._on_queued = on_queued
+        self._seen = seen
+
+    @staticmethod
+    def _create_future() -> pykka.Future[Any]:
+        # pykka's hook for the futures `ask` returns: these can also call back (RunCall).
+        return NotifyingFuture()
+
+    def handle(self, message: Any) -> Any:
+        if isinstance(message, AsRun):
+            state = self.state
+            if not (state.exists and hmac.compare_digest(message.token_sha256, state.token_sha256)):
+                return False, None
+            return True, self.on_receive(message.message)
+        if isinstance(message, Take):
+            if self.state.exists and not self.state.queue:
+                return []
+            before, version = self.state.queue, self.version
+            _, records = self.execute(TakeControl(), {"actor": f"run:{self.id}"})
+            if not records:
+                return []
+            if records[0].version == version + 1:
+                return list(before)  # decided on the state we held: that whole queue was taken
+            # Another writer appended first and we decided again: what this delivery took is
+            # the queue as it stood just before it (ids alone are ambiguous: they may repeat).
+            return list(self._state_before(records[0].version).queue)
+        return super().handle(message)
+
+    def _state_before(self, version: int) -> RunState:
+        state = self.aggregate.initial(self.id)
+        for record in self.log.read(self.stream, to_version=version - 1):
+            state = self.aggregate.evolve(state, decode(record))
+        return state
+
+    def on_changed(self, records: list[Record]) -> None:
+        self._seen[self.id] = self.version
+        if any(r.type == "ControlQueued" for r in records):
+            self._on_queued(self.id)
+
+    def on_stop(self) -> None:
+        self._seen.pop(self.id, None)

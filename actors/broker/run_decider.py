@@ -1,0 +1,198 @@
+"""The broker's run aggregate as a pure decider (stream `run-<id>`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+from dataclasses import dataclass
+from datetime import datetime
+
+import orjson
+
+from eventlog import Event
+from eventlog.events import (
+    ControlDelivered,
+    ControlQueued,
+    PermissionDecided,
+    PermissionRequested,
+    RunDeleted,
+    RunFinished,
+    RunHeartbeat,
+    RunRegistered,
+    RunRegistrationRefreshed,
+    RunReplied,
+    RunReported,
+)
+
+from .._aggregate import Decision
+from .._errors import ControlQueueFullError, RunAlreadyRegisteredError, RunNotFoundError
+from .model import ControlMessage, make_token
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """What the broker decides with: existence, token digest, the undelivered queue, counts."""
+
+    id: str
+    exists: bool = False
+    token_sha256: str = ""
+    queue: tuple[ControlMessage, ...] = ()
+    finish_count: int = 0
+    last_finish_status: str = ""
+    permissions: tuple[tuple[str, str], ...] = ()  # (request_id, approval_id), oldest first
+    decided: frozenset[str] = frozenset()  # approval ids whose answer is recorded
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterRun:
+    token_sha256: str
+    over_http: bool  # HTTP /register sets registered_at; the Go API leaves it zero
+    exclusive: bool  # create_run: an existing run is an error (over HTTP: unless the token matches)
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class QueueControl:
+    message: ControlMessage
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class TakeControl:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RecordReport:
+    state: str
+    payload: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFinish:
+    status: str
+    summary: str
+    files_changed: tuple[str, ...]
+    payload: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordReply:
+    to: str
+    payload: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPermission:
+    request_id: str
+    tool_name: str
+    description: str
+    input_preview: str
+    approval_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecordPermissionDecision:
+    request_id: str
+    behavior: str
+    approval_id: str
+    actor: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRun:
+    reason: str
+
+
+def decide(state: RunState, c: object, now: datetime) -> Decision:
+    rid = state.id
+    if isinstance(c, RegisterRun):
+        if state.exists:
+            if c.over_http and hmac.compare_digest(c.token_sha256, state.token_sha256):
+                return Decision([RunRegistrationRefreshed(rid, now)])
+            if c.exclusive or c.over_http:
+                return Decision(error=RunAlreadyRegisteredError(rid))
+            return Decision()
+        return Decision([RunRegistered(rid, c.token_sha256, now if c.over_http else None, now)])
+    if isinstance(c, DeleteRun):
+        return Decision([RunDeleted(rid, c.reason, now)] if state.exists else [])
+    if not state.exists:
+        return Decision(error=RunNotFoundError(rid))
+    if isinstance(c, Heartbeat):
+        return Decision([RunHeartbeat(rid, now)])
+    if isinstance(c, QueueControl):
+        if c.limit and len(state.queue) >= c.limit:
+            return Decision(error=ControlQueueFullError(rid, c.limit))
+        m = c.message
+        return Decision([ControlQueued(rid, m.id, m.type, m.from_run_id, m.payload, now)])
+    if isinstance(c, TakeControl):
+        if not state.queue:
+            return Decision()
+        return Decision([ControlDelivered(rid, tuple(m.id for m in state.queue), now)])
+    if isinstance(c, RecordReport):
+        return Decision([RunReported(rid, c.state, c.payload, now)])
+    if isinstance(c, RecordFinish):
+        return Decision([RunFinished(rid, c.status, c.summary, c.files_changed, c.payload, now)])
+    if isinstance(c, RecordReply):
+        return Decision([RunReplied(rid, c.to, c.payload, now)])
+    if isinstance(c, RequestPermission):
+        return Decision(
+            [
+                PermissionRequested(
+                    rid, c.request_id, c.tool_name, c.description, c.input_preview, c.approval_id, now
+                )
+            ]
+        )
+    if isinstance(c, RecordPermissionDecision):
+        if c.approval_id and c.approval_id in state.decided:
+            return Decision()
+        decided = PermissionDecided(rid, c.request_id, c.behavior, c.approval_id, c.actor, c.at)
+        # The agent hears the answer on its control queue, in the same commit.
+        payload = orjson.dumps({"request_id": c.request_id, "behavior": c.behavior}).decode()
+        notice = ControlQueued(rid, c.approval_id or make_token(), "permission_decision", "", payload, now)
+        return Decision([decided, notice])
+    raise TypeError(f"unknown run command {type(c).__name__}")
+
+
+def evolve(state: RunState, e: Event) -> RunState:
+    if isinstance(e, RunRegistered):
+        return RunState(state.id, exists=True, token_sha256=e.token_sha256)
+    if isinstance(e, RunDeleted):
+        return RunState(state.id)
+    if isinstance(e, ControlQueued):
+        msg = ControlMessage(e.message_id, e.type, e.run_id, e.from_run_id, e.payload, e.created_at)
+        return dataclasses.replace(state, queue=(*state.queue, msg))
+    if isinstance(e, ControlDelivered):
+        taken = set(e.message_ids)
+        return dataclasses.replace(state, queue=tuple(m for m in state.queue if m.id not in taken))
+    if isinstance(e, RunFinished):
+        return dataclasses.replace(state, finish_count=state.finish_count + 1, last_finish_status=e.status)
+    if isinstance(e, PermissionRequested):
+        return dataclasses.replace(state, permissions=(*state.permissions, (e.request_id, e.approval_id)))
+    if isinstance(e, PermissionDecided):
+        return dataclasses.replace(state, decided=state.decided | {e.approval_id})
+    return state
+
+
+class RunAggregate:
+    category = "run"
+
+    def initial(self, id: str) -> RunState:
+        return RunState(id)
+
+    def decide(self, state: RunState, command: object, now: datetime) -> Decision:
+        return decide(state, command, now)
+
+    def evolve(self, state: RunState, event: Event) -> RunState:
+        return evolve(state, event)
+
+
+RUNS = RunAggregate()

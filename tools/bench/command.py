@@ -1,0 +1,32 @@
+"""`flightlog bench`: benchmark scripts that print ratios measured side by side in one run."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group("bench")
+def bench() -> None:
+    """Measure flightlog next to raw SQLite and peer libraries, in one run on this machine.
+
+    Every benchmark prints its figures and the ratios between them; `--json` prints one JSON
+    object, `--quick` a smaller run that still prints every ratio.
+
+    \b
+    Example:
+      flightlog bench log --quick
+      flightlog bench approvals --json > approvals.json
+    """
+
+
+def register(cli: click.Group) -> None:
+    from .approvals import bench_approvals
+    from .broker import bench_broker
+    from .log import bench_log
+    from .replay import bench_replay
+
+    bench.add_command(bench_log)
+    bench.add_command(bench_approvals)
+    bench.add_command(bench_replay)
+    bench.add_command(bench_broker)
+    cli.add_command(bench)

@@ -1,0 +1,69 @@
+"""Raw sqlite3 upper bounds for `flightlog bench log`: what SQLite itself does on this machine.
+
+Some targets compare flightlog with a workload that raw SQLite cannot reach either. These
+workloads measure, in the same run, the best case of each such workload with no library in
+the way, so the report can say which targets are beyond raw sqlite3 here:
+
+- the 16-thread workload's rows written by one appender, 16 to a transaction: a perfect group
+  commit with no threads and no hash chain (each transaction touches one index page per
+  stream, which is what a group of 16 streams costs);
+- batches of 100 into eventsourcing's own table (4 columns, one index), by `executemany`;
+- loading one stream by its index, `orjson.loads` of each data value.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from . import log_workloads as w
+
+
+def raw_interleaved(path: str, total: int, seconds: float) -> w.Measured:
+    """One appender writes THREADS streams' single events, THREADS rows to a transaction."""
+    conn = w._raw_connect(path)
+    now_us = time.time_ns() // 1000
+    versions = [0] * w.THREADS
+
+    def rows_for(done: int) -> list[tuple[Any, ...]]:
+        rows = []
+        for t in range(w.THREADS):
+            versions[t] += 1
+            rows.append(w.raw_row(done + t + 1, f"bench-t{t}", versions[t], now_us))
+        return rows
+
+    return w.raw_transactions(conn, w._INSERT, rows_for, total, seconds)
+
+
+def raw_peer_table(path: str, total: int, seconds: float) -> w.Measured:
+    """`executemany` batches of BATCH rows into eventsourcing's table, as the library creates it."""
+    w.Peer(path).close()
+    insert = "INSERT INTO stored_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)"
+    originators: dict[int, str] = {}
+
+    def rows_for(done: int) -> list[tuple[Any, ...]]:
+        originator = originators.setdefault(done // w.STREAM_LEN, uuid.uuid4().hex)
+        return [
+            (originator, (done + i) % w.STREAM_LEN + 1, w.TOPIC, w.raw_data(done + i)) for i in range(w.BATCH)
+        ]
+
+    return w.raw_transactions(w._raw_connect(path), insert, rows_for, total, seconds)
+
+
+def raw_load(path: str, stream: str) -> int:
+    """One SELECT of every column of one stream by its index, `orjson.loads` of each data value."""
+    conn = sqlite3.connect(path)
+    try:
+        loads = orjson.loads
+        n = 0
+        query = f"SELECT {w.COLUMNS} FROM events WHERE stream = ? ORDER BY version"
+        for row in conn.execute(query, (stream,)):
+            loads(row[5])
+            n += 1
+        return n
+    finally:
+        conn.close()

@@ -1,0 +1,40 @@
+"""The `flightlog` command: one click group, commands registered from their own modules."""
+
+# Layering: tools.cli imports the demo, bench and http subpackages through their front doors
+# and the shared tools._output; nothing in tools imports tools.cli.
+
+from __future__ import annotations
+
+import click
+
+from .. import bench, demo
+from . import approvals, export, fork, log, serve, travel
+
+__all__ = ["cli", "main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="flightlog")
+def cli() -> None:
+    """flightlog: a flight recorder and control tower for AI-agent runs.
+
+    Every run, session and approval is recorded in one append-only, hash-chained event log.
+    """
+
+
+log.register(cli)
+approvals.register(cli)
+travel.register(cli)
+fork.register(cli)
+export.register(cli)
+serve.register(cli)
+demo.register(cli)
+bench.register(cli)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""`python -m tools.cli`: the same as the `flightlog` command."""
+
+from . import main
+
+main()

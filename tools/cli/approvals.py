@@ -1,0 +1,258 @@
+"""CLI commands on the approval gate: approvals and audit (approve and reject are in _cli_decide).
+
+They work on a database file directly, even one that a running System in another process
+uses, or (`--server URL`) through a running server's operator API.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from eventlog import EventLog, EventLogError, SystemClock, VerifyResult
+from projections import ApprovalRow, Views
+from projections.approvals import load_row, pending_order
+
+from .._output import EXIT_FOUND, console, emit_json, err_console, open_db
+from .decide import approve_cmd, reject_cmd
+from .formats import SHORT_DIGEST, duration, latency, when
+from .remote import OperatorClient, error_of, one_target, server_option
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(approvals_cmd)
+    cli.add_command(approve_cmd)
+    cli.add_command(reject_cmd)
+    cli.add_command(audit_cmd)
+
+
+def _outcome(row: ApprovalRow) -> str:
+    colours = {"approve": "green", "reject": "red", "expired": "yellow", "discarded": "dim"}
+    colour = colours.get(row.status)
+    text = row.status
+    if row.status == "pending" and row.quorum > 1:
+        text = f"pending {len(row.votes)}/{row.quorum}"
+    return f"[{colour}]{text}[/]" if colour else text
+
+
+def _row_json(row: ApprovalRow, now: datetime | None = None) -> dict[str, Any]:
+    out = row.to_dict()
+    out["refused_count"] = len(row.refused)
+    if now is not None:
+        out["expires_in_s"] = round((row.expires_at - now).total_seconds(), 3)
+    return out
+
+
+def _open_views(db: str) -> tuple[EventLog, Views]:
+    log = open_db(db, readonly=True)
+    return log, Views(log, clock=SystemClock())
+
+
+# -- approvals -------------------------------------------------------------------------------
+
+
+@click.command("approvals")
+@click.argument("db", required=False)
+@server_option
+@click.option("--all", "show_all", is_flag=True, help="The whole history, decided ones included.")
+@click.option("--json", "as_json", is_flag=True, help="Print the approvals as a JSON list.")
+def approvals_cmd(db: str | None, server: str | None, show_all: bool, as_json: bool) -> None:
+    """List the approvals awaiting a decision in DB, oldest request first.
+
+    Approvals past their deadline are left out (they expire as soon as a System or a
+    decision touches the database). `--all` lists every approval ever requested, with its
+    outcome, who caused it, the latency and how many decisions were refused.
+
+    \b
+    Example:
+      flightlog approvals flightlog.db
+      flightlog approvals flightlog.db --all --json
+      flightlog approvals --server http://127.0.0.1:8080     # token from $FLIGHTLOG_OPERATOR_TOKEN
+    """
+    one_target(db, server)
+    if server is not None:
+        now = SystemClock().now()
+        history = OperatorClient(server).approval_history()
+        rows = history if show_all else pending_order({r.id: r for r in history}, now)
+    else:
+        assert db is not None
+        log, views = _open_views(db)
+        try:
+            now = views.clock.now()
+            rows = views.approval_history() if show_all else views.pending_approvals()
+        finally:
+            log.close()
+    if as_json:
+        emit_json([_row_json(r, None if show_all else now) for r in rows])
+        return
+    if not rows:
+        console.print("no approvals recorded" if show_all else "no pending approvals")
+        return
+    table = Table(title="approval history" if show_all else "pending approvals")
+    table.add_column("id", no_wrap=True)
+    table.add_column("run")
+    table.add_column("kind")
+    table.add_column("title")
+    table.add_column("risk")
+    if show_all:
+        for name in ("requested", "outcome", "actor", "identity", "latency", "refused"):
+            table.add_column(name, justify="right" if name in ("latency", "refused") else "left")
+    else:
+        for name in ("digest", "requested", "expires in"):
+            table.add_column(name, justify="right" if name == "expires in" else "left")
+        quorum = any(r.quorum > 1 for r in rows)
+        if quorum:
+            table.add_column("votes", justify="right")
+    for r in rows:
+        cells = [r.id, r.run_id or "—", r.kind, escape(r.title), _risk(r.risk)]
+        if show_all:
+            cells += [
+                when(r.requested_at),
+                _outcome(r),
+                escape(r.actor) or "—",
+                escape(r.identity) or "—",
+                latency(r.latency_ms),
+                str(len(r.refused)),
+            ]
+        else:
+            left = (r.expires_at - now).total_seconds()
+            cells += [r.payload_sha256[:SHORT_DIGEST], when(r.requested_at), duration(left)]
+            if quorum:
+                cells.append(f"{len(r.votes)}/{r.quorum}" if r.quorum > 1 else "")
+        table.add_row(*cells)
+    console.print(table)
+
+
+def _risk(risk: str) -> str:
+    colour = {"low": "green", "medium": "yellow", "high": "red"}.get(risk)
+    return f"[{colour}]{risk}[/]" if colour else escape(risk)
+
+
+# -- audit -----------------------------------------------------------------------------------
+
+
+@click.command("audit")
+@click.argument("db", required=False)
+@server_option
+@click.option("--run", "run_id", metavar="RUN", help="Only the approvals of this run.")
+@click.option("--json", "as_json", is_flag=True, help="Print the history and the check as JSON.")
+def audit_cmd(db: str | None, server: str | None, run_id: str | None, as_json: bool) -> None:
+    """The approval audit trail of DB, and whether the hash chain under it is intact.
+
+    For every approval: the request (run, kind, title, risk, payload digest), its outcome,
+    who caused it and with which identity, when, the latency, and the decisions that were
+    refused. Then the chain is verified; exit 1 if it is broken.
+
+    \b
+    Example:
+      flightlog audit flightlog.db
+      flightlog audit flightlog.db --run 42 --json
+      flightlog audit --server http://127.0.0.1:8080
+    """
+    one_target(db, server)
+    if server is not None:
+        rows, result, unreadable = _audit_on_server(OperatorClient(server))
+    else:
+        assert db is not None
+        rows, result, unreadable = _audit_db(db)
+    if run_id is not None:
+        rows = [r for r in rows if r.run_id == run_id]
+    if as_json:
+        out = {"approvals": [_row_json(r) for r in rows], "verify": _verify_json(result)}
+        if unreadable:
+            out["error"] = unreadable
+        emit_json(out)
+    else:
+        if unreadable:
+            err_console.print(f"[red]error[/]: {escape(unreadable)}", soft_wrap=True)
+        else:
+            _audit_table(rows, run_id)
+        console.print(_verify_line(result), soft_wrap=True)
+    if unreadable or not result.ok:
+        raise SystemExit(EXIT_FOUND)
+
+
+def _audit_db(db: str) -> tuple[list[ApprovalRow], VerifyResult, str]:
+    log, views = _open_views(db)
+    unreadable = ""
+    try:
+        result = log.verify()
+        try:
+            rows = views.approval_history()
+        except (EventLogError, TypeError, ValueError, KeyError) as e:
+            # A tampered record may not even decode: the chain check below still says where.
+            rows, unreadable = [], f"the approval history could not be read: {type(e).__name__}: {e}"
+    except EventLogError as e:
+        raise click.ClickException(str(e)) from e
+    finally:
+        log.close()
+    return rows, result, unreadable
+
+
+def _audit_on_server(client: OperatorClient) -> tuple[list[ApprovalRow], VerifyResult, str]:
+    result = client.verify()
+    status, body = client.call("GET", "/api/v1/approvals/history")
+    if status != 200:
+        return [], result, f"the approval history could not be read: {status} {error_of(body)}"
+    return [load_row(d) for d in body["approvals"]], result, ""
+
+
+def _audit_table(rows: list[ApprovalRow], run_id: str | None) -> None:
+    if not rows:
+        console.print(f"no approvals recorded for run {run_id}" if run_id else "no approvals recorded")
+        return
+    table = Table(title=f"approval audit: run {run_id}" if run_id else "approval audit")
+    for name in ("id", "run", "kind", "title", "risk", "digest", "requested", "requested by", "outcome"):
+        table.add_column(name, no_wrap=name == "id")
+    for name in ("actor", "identity", "decided", "latency", "refused"):
+        table.add_column(name, justify="right" if name in ("latency", "refused") else "left")
+    for r in rows:
+        table.add_row(
+            r.id,
+            escape(r.run_id) or "—",
+            escape(r.kind),
+            escape(r.title),
+            _risk(r.risk),
+            r.payload_sha256[:SHORT_DIGEST],
+            when(r.requested_at),
+            escape(r.requested_by) or "—",
+            _outcome(r),
+            escape(r.actor) or "—",
+            escape(r.identity) or "—",
+            when(r.decided_at),
+            latency(r.latency_ms),
+            str(len(r.refused)),
+        )
+    console.print(table)
+    for r in rows:
+        for a in r.refused:
+            who = f"{a.actor} ({a.identity})" if a.identity else a.actor
+            console.print(
+                f"  refused at seq {a.seq}: {escape(who)}'s {a.decision} of {r.id} at {when(a.at)}: "
+                f"{escape(a.reason)}",
+                soft_wrap=True,
+            )
+
+
+def _verify_json(result: VerifyResult) -> dict[str, Any]:
+    return {
+        "ok": result.ok,
+        "checked": result.checked,
+        "first_bad_seq": result.first_bad_seq,
+        "reason": result.reason,
+        "head_seq": None if result.head is None else result.head.seq,
+    }
+
+
+def _verify_line(result: VerifyResult) -> str:
+    if result.ok:
+        upto = result.head.seq if result.head is not None else result.checked
+        return f"[green]ok[/]: chain verified up to seq {upto}"
+    return (
+        f"[red]BROKEN[/]: the chain breaks at seq {result.first_bad_seq}: {escape(result.reason)} "
+        f"({result.checked} events verified before it)"
+    )

@@ -1,0 +1,254 @@
+"""CLI commands that write forks: `fork` records one (and may re-drive it), `redrive` re-drives one."""
+
+from __future__ import annotations
+
+import getpass
+import shlex
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from rich.markup import escape
+
+from actors import ActorsError, Approval, CommandHarness, Harness, System
+from eventlog import EventLog
+
+from .._output import console, emit_json, err_console, open_db
+from .redrive import ForkError, Redriven, fork_run, redrive
+from .travel import AT_HELP, parse_at
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(fork_cmd)
+    cli.add_command(redrive_cmd)
+
+
+def redrive_options(fn: F) -> F:
+    """The options that say how a fork is re-driven."""
+    options = [
+        click.option(
+            "--command",
+            default=None,
+            metavar="CMD",
+            help="Re-drive with this agent program (a live CommandHarness, with its side effects) "
+            "instead of serving the origin's recorded results.",
+        ),
+        click.option(
+            "--prompt",
+            default=None,
+            help="With --command: the prompt the program is handed for the fork's run (default: the "
+            "origin's); for a fork whose run had ended, its next run.",
+        ),
+        click.option(
+            "--apply-recorded",
+            is_flag=True,
+            help="Decide the fork's approvals as the origin's were decided (every recorded vote, in "
+            "order, by '<voter> (recorded)'), instead of waiting for someone to approve or reject them.",
+        ),
+        click.option(
+            "--approval-timeout",
+            default=300.0,
+            show_default=True,
+            type=click.FloatRange(min=0, min_open=True),
+            help="Seconds an approval of the fork waits before it expires.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+@click.command("fork")
+@click.argument("db")
+@click.argument("run_id")
+@click.option("--at", "at_text", required=True, help=f"Copy the run's history up to this moment. {AT_HELP}")
+@click.option(
+    "--actor", default=None, help="Who forks (and re-drives), kept in the log (default: cli:<current user>)."
+)
+@click.option("--reason", default="", help="Why, for the record.")
+@click.option("--redrive", "then_redrive", is_flag=True, help="Re-drive the fork at once (see `redrive`).")
+@redrive_options
+@click.option("--json", "as_json", is_flag=True, help="Print the new run (and its re-drive) as JSON.")
+def fork_cmd(
+    db: str,
+    run_id: str,
+    at_text: str,
+    actor: str | None,
+    reason: str,
+    then_redrive: bool,
+    command: str | None,
+    prompt: str | None,
+    apply_recorded: bool,
+    approval_timeout: float,
+    as_json: bool,
+) -> None:
+    """Fork an agent run: a new run whose history is the origin's up to a moment.
+
+    The new stream `controller-fork-<id>` starts with a ForkedFrom event (origin, position,
+    actor, reason) and copies of the origin run's events up to that seq. The origin is
+    never modified. With --redrive the fork is then re-driven to its end, as `redrive` does.
+
+    \b
+    Example:
+      flightlog fork flightlog.db 7f3a… --at 1200 --reason "retry with the fixed tool"
+      flightlog fork flightlog.db 7f3a… --at 1200 --redrive --apply-recorded --json
+    """
+    if not then_redrive and (command is not None or prompt is not None or apply_recorded):
+        raise click.UsageError("--command, --prompt and --apply-recorded need --redrive")
+    harness = _harness(command, prompt, apply_recorded) if then_redrive else None
+    who = _who(actor)
+    log = open_db(db)
+    try:
+        seq = parse_at(log, at_text)
+        try:
+            fork = fork_run(log, run_id, seq, actor=who, reason=reason)
+        except ForkError as e:
+            raise click.UsageError(str(e)) from e
+        done = None
+        if then_redrive:
+            try:
+                done = _redrive(db, log, fork.run_id, harness, prompt, apply_recorded, approval_timeout, who)
+            except click.ClickException as e:
+                # The fork is recorded: name it, so that it can be re-driven once the cause is fixed.
+                e.message = (
+                    f"forked run {run_id} into run {fork.run_id}, but re-driving it failed "
+                    f"(`flightlog redrive DB {fork.run_id}` tries again): {e.message}"
+                )
+                raise
+    finally:
+        log.close()
+    if as_json:
+        emit_json({**fork.to_dict(), "redrive": done.to_dict() if done else None})
+        return
+    console.print(
+        f"forked run {run_id} at seq {fork.at_seq:,} into run [bold]{fork.run_id}[/] "
+        f"({fork.stream}, {fork.copied} event(s) copied)"
+    )
+    if done is not None:
+        _print_redriven(done)
+
+
+@click.command("redrive")
+@click.argument("db")
+@click.argument("fork_run_id")
+@click.option("--actor", default=None, help="Who re-drives, kept in the log (default: cli:<current user>).")
+@redrive_options
+@click.option("--json", "as_json", is_flag=True, help="Print how the re-drive ended as JSON.")
+def redrive_cmd(
+    db: str,
+    fork_run_id: str,
+    actor: str | None,
+    command: str | None,
+    prompt: str | None,
+    apply_recorded: bool,
+    approval_timeout: float,
+    as_json: bool,
+) -> None:
+    """Re-drive a fork from its fork point until its run has ended (once per fork).
+
+    The copied run resumes as it was at the fork point: a running run is handed to the
+    harness to play the rest of its turn, an aborting one finishes its abort, an ended one
+    stays ended. By default the harness serves the origin's recorded results: nothing is
+    executed (a reconcile goes through the gate again and is served the origin's recorded
+    result), and permission requests wait in the approval gate for a decision (`flightlog
+    approve`/`reject` beside it, --apply-recorded, or the timeout); a decision or dispatch
+    other than the origin's ends the run failed, since nothing was recorded for it. A
+    recording that runs out before the run ended (the origin was aborted there) aborts the
+    fork's run.
+
+    \b
+    Example:
+      flightlog redrive flightlog.db 5b1c…
+      flightlog redrive flightlog.db 5b1c… --apply-recorded --json
+      flightlog redrive flightlog.db 5b1c… --command "python agent.py" --prompt "try again"
+    """
+    harness = _harness(command, prompt, apply_recorded)
+    who = _who(actor)
+    log = open_db(db)
+    try:
+        done = _redrive(db, log, fork_run_id, harness, prompt, apply_recorded, approval_timeout, who)
+    finally:
+        log.close()
+    if as_json:
+        emit_json(done.to_dict())
+        return
+    _print_redriven(done)
+
+
+def _who(actor: str | None) -> str:
+    """Who forks or re-drives: `--actor`, or the current user (`cli:<user>`)."""
+    if actor:
+        return actor
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (OSError, KeyError):  # no user name known to this machine
+        return "cli"
+
+
+def _harness(command: str | None, prompt: str | None, apply_recorded: bool) -> Harness | None:
+    """The live harness --command names (None: serve the recording); usage errors for bad options."""
+    if prompt is not None and not prompt.strip():
+        raise click.BadParameter("an empty prompt", param_hint="--prompt")
+    if command is None:
+        if prompt is not None:
+            raise click.UsageError("--prompt needs --command: the recording answers only the origin's prompt")
+        return None
+    if apply_recorded:
+        raise click.UsageError("--apply-recorded applies to a re-drive from the recording, not --command")
+    try:
+        argv = shlex.split(command)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--command") from e
+    if not argv:
+        raise click.BadParameter("an empty command", param_hint="--command")
+    return CommandHarness(argv)
+
+
+def _redrive(
+    db: str,
+    log: EventLog,
+    fork_run_id: str,
+    harness: Harness | None,
+    prompt: str | None,
+    apply_recorded: bool,
+    approval_timeout: float,
+    actor: str,
+) -> Redriven:
+    def announce(approval: Approval) -> None:
+        err_console.print(
+            f"approval [bold]{approval.id}[/] waits: {escape(approval.title)} — "
+            f"flightlog approve {escape(db)} {approval.id} --as NAME (or reject)"
+        )
+
+    with System.open(log, approval_timeout=approval_timeout) as system:
+        try:
+            return redrive(
+                system,
+                fork_run_id,
+                harness,
+                prompt=prompt,
+                apply_recorded=apply_recorded,
+                actor=actor,
+                on_pending=announce,
+            )
+        except ActorsError as e:
+            if isinstance(e, ValueError):  # a fork that is unknown, not a fork, re-driven; a bad prompt
+                raise click.UsageError(str(e)) from e
+            raise click.ClickException(str(e)) from e
+
+
+def _print_redriven(r: Redriven) -> None:
+    source = "the recording" if r.recorded else "a live harness"
+    served = f", {r.served} recorded event(s) served" if r.recorded else ""
+    reason = f" ({escape(r.reason)})" if r.reason else ""
+    console.print(f"re-drove run [bold]{r.run_id}[/] with {source}: [bold]{r.status}[/]{reason}{served}")
+    if r.decisions:
+        console.print(f"permission requests ended: {', '.join(r.decisions)}")
+    if r.dispatches:
+        console.print(f"recorded reconcile dispatches ended: {', '.join(r.dispatches)}")
+    if r.ran_out:
+        console.print("the recording ran out before the run ended (the origin was aborted there): aborted")
+    if r.broke:
+        console.print(f"the recording could not be served on ({escape(r.broke)}): aborted")

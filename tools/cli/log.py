@@ -1,0 +1,156 @@
+"""CLI commands on the raw log: events, verify, anchor."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import click
+import orjson
+
+from eventlog import Head, Record, VerifyResult
+
+from .._output import EXIT_FOUND, console, emit_json, open_db, parse_anchor, progress
+from .remote import OperatorClient, one_target, server_option
+
+
+def record_json(r: Record) -> dict[str, object]:
+    return {
+        "seq": r.seq,
+        "stream": r.stream,
+        "version": r.version,
+        "type": r.type,
+        "schema": r.schema,
+        "data": r.data,
+        "meta": r.meta,
+        "event_id": r.event_id,
+        "recorded_at": r.recorded_at.isoformat(),
+        "prev_hash": r.prev_hash,
+        "hash": r.hash,
+    }
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(events_cmd)
+    cli.add_command(verify_cmd)
+    cli.add_command(anchor_cmd)
+
+
+@click.command("events")
+@click.argument("db")
+@click.option("--stream", "-s", help="Only this stream (e.g. run-42).")
+@click.option("--after", type=int, default=0, show_default=True, help="Start after this seq.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they are committed.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def events_cmd(db: str, stream: str | None, after: int, follow: bool, as_json: bool) -> None:
+    """Print the events in DB, oldest first.
+
+    \b
+    Example:
+      flightlog events flightlog.db --stream run-42
+      flightlog events flightlog.db --follow --json
+    """
+    log = open_db(db)
+    records: Iterator[Record]
+    try:
+        if stream is not None and not follow:
+            records = (r for r in log.read(stream) if r.seq > after)
+        elif follow:
+            records = log.follow(after_seq=after, stop=threading.Event())
+        else:
+            records = log.read_all(after_seq=after)
+        for r in records:
+            if stream is not None and r.stream != stream:
+                continue
+            if as_json:
+                click.echo(orjson.dumps(record_json(r)).decode())
+            else:
+                data = orjson.dumps(r.data).decode()
+                stamp = r.recorded_at.isoformat(timespec="milliseconds")
+                console.print(
+                    f"[dim]{r.seq:>8}[/] {stamp} [cyan]{r.stream}[/]@{r.version} "
+                    f"[bold]{r.type}[/] {data[:160]}",
+                    soft_wrap=True,
+                )
+    except KeyboardInterrupt:
+        pass
+    finally:
+        log.close()
+
+
+@click.command("verify")
+@click.argument("db", required=False)
+@server_option
+@click.option("--anchor", "anchor_file", type=click.File("r"), help="An anchor saved by `flightlog anchor`.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def verify_cmd(
+    db: str | None, server: str | None, anchor_file: click.utils.LazyFile | None, as_json: bool
+) -> None:
+    """Walk the hash chain of DB and report the first bad seq; exit 1 if the chain is broken.
+
+    \b
+    Example:
+      flightlog anchor flightlog.db > anchor.txt     # keep this somewhere else
+      flightlog verify flightlog.db --anchor anchor.txt
+      flightlog verify --server http://127.0.0.1:8080 --anchor anchor.txt
+    """
+    one_target(db, server)
+    anchor = parse_anchor(anchor_file.read()) if anchor_file is not None else None
+    if server is not None:
+        result = OperatorClient(server).verify(anchor)
+    else:
+        assert db is not None
+        result = _verify_db(db, anchor, as_json)
+    if as_json:
+        emit_json(
+            {
+                "ok": result.ok,
+                "checked": result.checked,
+                "first_bad_seq": result.first_bad_seq,
+                "reason": result.reason,
+                "head": None if result.head is None else {"seq": result.head.seq, "hash": result.head.hash},
+                "anchor": None if anchor is None else {"seq": anchor.seq, "hash": anchor.hash},
+            }
+        )
+    elif result.ok:
+        what = f" and matches the anchor at seq {anchor.seq}" if anchor else ""
+        console.print(f"[green]ok[/]: chain verified over {result.checked} events{what}")
+    else:
+        console.print(
+            f"[red]BROKEN[/] at seq {result.first_bad_seq}: {result.reason} "
+            f"({result.checked} events verified before it)"
+        )
+    if not result.ok:
+        raise SystemExit(EXIT_FOUND)
+
+
+def _verify_db(db: str, anchor: Head | None, quiet: bool) -> VerifyResult:
+    log = open_db(db, readonly=True)
+    try:
+        total = log.head().seq
+        with progress("verifying", disable=quiet or total < 50_000) as bar:
+            task = bar.add_task("verify", total=total)
+            return log.verify(anchor, progress=lambda n: bar.update(task, completed=n))
+    finally:
+        log.close()
+
+
+@click.command("anchor")
+@click.argument("db")
+@click.option("--json", "as_json", is_flag=True, help='Print {"seq", "hash"} instead of \'SEQ HASH\'.')
+def anchor_cmd(db: str, as_json: bool) -> None:
+    """Print the log's head as `SEQ HASH`: keep it outside the database to catch truncation.
+
+    \b
+    Example:
+      flightlog anchor flightlog.db > anchor.txt
+    """
+    log = open_db(db, readonly=True)
+    try:
+        head = log.head()
+    finally:
+        log.close()
+    if as_json:
+        emit_json({"seq": head.seq, "hash": head.hash})
+    else:
+        click.echo(f"{head.seq} {head.hash}")

@@ -1,0 +1,282 @@
+"""`flightlog demo`: three agents for real, an operator console, and the audit trail they leave."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import click
+from rich.table import Table
+
+from actors import (
+    APPROVE,
+    CommandHarness,
+    Controller,
+    HarnessEvent,
+    QuorumPendingError,
+    System,
+    make_token,
+    token_digest,
+)
+from actors import ApprovalError as _ApprovalError
+
+from .._output import console, err_console
+from .background import BackgroundServer
+
+POLICY = (
+    "auto policy: approve the deployer's rollout command; reject any write under /etc; "
+    "approve the quorum reconcile as two operators (alice, bob)"
+)
+TERMINAL = {"succeeded", "failed", "aborted"}
+DEADLINE = 120.0  # seconds --auto waits for every run before it gives up
+
+
+class DemoReconciler:
+    """A reconciler for the demo: scaling a service is 'applied' by recording the evidence."""
+
+    def prepare(self, intent: dict[str, Any]) -> dict[str, Any]:
+        return {"service": intent.get("service"), "from_replicas": 2, "to_replicas": intent.get("replicas")}
+
+    def reconcile_approved(self, intent: dict[str, Any], revision: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "applied": True,
+            "service": intent.get("service"),
+            "replicas": intent.get("replicas"),
+            "revision": revision,
+        }
+
+
+class ReconcilingHarness:
+    """Wraps a CommandHarness: when the agent starts its approved `reconcile` tool call,
+    dispatch it through the controller's one-time approval and report the evidence."""
+
+    def __init__(self, inner: CommandHarness) -> None:
+        self.inner = inner
+        self.controller: Controller | None = None
+
+    def start(self, publish: Any) -> str:
+        def intercept(event: HarnessEvent) -> object:
+            result = publish(event)
+            if event.type == "tool.start" and event.data.get("tool_name") == "reconcile" and self.controller:
+                call_id = str(event.data.get("tool_call_id", ""))
+                evidence = self.controller.reconcile_approved(dict(event.data.get("arguments", {})), call_id)
+                publish(
+                    HarnessEvent(
+                        "tool.complete",
+                        event.run_id,
+                        f"done-{call_id}",
+                        {"tool_call_id": call_id, "evidence": evidence},
+                    )
+                )
+            return result
+
+        return self.inner.start(intercept)
+
+    def send(self, run_id: str, prompt: str, delivery: str) -> None:
+        self.inner.send(run_id, prompt, delivery)
+
+    def abort(self, run_id: str) -> None:
+        self.inner.abort(run_id)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(demo_cmd)
+
+
+@click.command("demo")
+@click.option("--db", default="flightlog-demo.db", show_default=True, help="The demo database (recreated).")
+@click.option(
+    "--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="0: any free port."
+)
+@click.option("--auto", is_flag=True, help="Decide approvals by the stated policy, print the results, exit.")
+def demo_cmd(db: str, port: int, auto: bool) -> None:
+    """Run three agents against a fresh database, with the operator console at /ui/.
+
+    Two external agents talk to the broker over HTTP (register, report, ask permission,
+    message each other, finish), and one controller session runs an agent program whose
+    reconcile needs a quorum of two operators. Without --auto it waits for you in the console.
+
+    \b
+    Example:
+      flightlog demo            # then open the printed URL and log in with the token
+      flightlog demo --auto     # a one-minute tour that decides by policy and exits
+    """
+    path = Path(db)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    operator_token = make_token()
+    with System.open(str(path), approval_timeout=600.0) as system:
+        from ..http import create_app
+
+        app = create_app(system, operator_token_sha256=token_digest(operator_token))
+        with BackgroundServer(app, port=port) as server:
+            console.print(f"[bold]flightlog demo[/] on [cyan]{path}[/]")
+            console.print(f"console:        {server.url}/ui/")
+            console.print(f"operator token: {operator_token}")
+            agents = _start_agents(server.url)
+            try:
+                controller = _start_controller(system)
+                run_id = controller.send("Scale the web service to 3 replicas and tell me when it is done")
+                if not auto:
+                    console.print("waiting for you: approve or reject in the console; Ctrl-C to stop")
+                    _wait_for_person(agents, controller)
+                else:
+                    console.print(POLICY)
+                    _auto(system, agents, controller)
+                _report(system, run_id)
+                controller.close()
+            finally:  # also when the demo fails: no agent process outlives it
+                for agent in agents:
+                    if agent.proc.poll() is None:
+                        agent.proc.terminate()
+                    agent.proc.wait(timeout=10)
+
+
+class Agent(NamedTuple):
+    run_id: str
+    proc: subprocess.Popen[str]
+
+
+def _start_agents(url: str) -> list[Agent]:
+    procs = []
+    for run_id, peer, role in (("deployer", "reviewer", "deployer"), ("reviewer", "deployer", "reviewer")):
+        env = {**os.environ, "FLIGHTLOG_RUN_TOKEN": make_token()}
+        procs.append(
+            Agent(
+                run_id,
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tools.demo.agent",
+                        "--url",
+                        url,
+                        "--run-id",
+                        run_id,
+                        "--peer",
+                        peer,
+                        "--role",
+                        role,
+                    ],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+        )
+    return procs
+
+
+def _start_controller(system: System) -> Controller:
+    harness = ReconcilingHarness(CommandHarness([sys.executable, "-m", "tools.demo.agent", "--harness"]))
+    controller = system.controller(harness, reconciler=DemoReconciler(), controller_id="demo")
+    harness.controller = controller
+    controller.start()
+    return controller
+
+
+def _decide(system: System, decided: set[tuple[str, str]]) -> None:
+    """Apply the stated policy to every pending approval."""
+    for approval in system.approvals.pending():
+        if "/etc" in approval.detail or "/etc" in approval.title:
+            voters, decision = ["alice"], "reject"
+        elif approval.requires_fleet_quorum:
+            voters, decision = ["alice", "bob"], APPROVE
+        else:
+            voters, decision = ["alice"], APPROVE
+        for voter in voters:
+            if (approval.id, voter) in decided:
+                continue
+            decided.add((approval.id, voter))
+            try:
+                system.approvals.resolve(approval.id, decision, voter)
+            except QuorumPendingError:
+                continue  # the next operator's vote completes it
+            except _ApprovalError as e:
+                err_console.print(f"[yellow]{approval.title}: {e}[/]")
+
+
+def _finished(agents: list[Agent], controller: Controller) -> bool:
+    failed = [a for a in agents if a.proc.poll() not in (None, 0)]
+    if failed:  # its peer would wait for it until the deadline: say so now
+        names = ", ".join(f"{a.run_id} (exit {a.proc.returncode})" for a in failed)
+        raise click.ClickException(f"demo agent failed: {names}; its error is printed above")
+    return all(a.proc.poll() is not None for a in agents) and controller.run().status in TERMINAL
+
+
+def _auto(system: System, agents: list[Agent], controller: Controller) -> None:
+    woke = threading.Event()
+    unsubscribe = system.approvals.subscribe(woke.set)
+    signal, unsubscribe_ctrl = controller.subscribe()
+    decided: set[tuple[str, str]] = set()
+    start = time.monotonic()
+    try:
+        while not _finished(agents, controller):
+            if time.monotonic() - start > DEADLINE:
+                raise click.ClickException("the demo runs did not finish in time")
+            _decide(system, decided)
+            woke.wait(0.2)  # new approvals wake us; agents exiting are seen on the next round
+            woke.clear()
+            signal.wait(0)
+    finally:
+        unsubscribe()
+        unsubscribe_ctrl()
+    for agent in agents:
+        out = agent.proc.stdout.read() if agent.proc.stdout else ""
+        if out.strip():
+            console.print(f"[dim]{out.strip()}[/]")
+
+
+def _wait_for_person(agents: list[Agent], controller: Controller) -> None:
+    try:
+        while True:
+            if _finished(agents, controller):
+                console.print("every run has finished; Ctrl-C to stop the server")
+                threading.Event().wait()
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        console.print("stopping")
+
+
+def _report(system: System, run_id: str) -> None:
+    system.views.catch_up()
+    runs = Table(title="runs (broker)")
+    for col in ("run", "last state", "reports", "finishes", "last seen"):
+        runs.add_column(col)
+    for row in system.views.runs():
+        status = system.views.finish_status(row.run_id)
+        runs.add_row(
+            row.run_id,
+            status.last_status if status and status.count else row.last_state,
+            str(row.reports),
+            str(row.finishes),
+            row.last_seen.isoformat(timespec="seconds"),
+        )
+    console.print(runs)
+    timeline = Table(title=f"timeline of controller run {run_id[:8]}")
+    for col in ("kind", "who", "text / detail", "status"):
+        timeline.add_column(col)
+    for e in system.views.timeline(run_id):
+        timeline.add_row(e.kind, e.name or e.role, (e.text or e.detail)[:70], e.status)
+    console.print(timeline)
+    audit = Table(title="approval audit trail")
+    for col in ("title", "risk", "digest", "outcome", "by", "latency ms"):
+        audit.add_column(col)
+    for a in system.views.approval_history():
+        latency = f"{a.latency_ms:.0f}" if a.latency_ms is not None else ""
+        audit.add_row(a.title, a.risk, a.payload_sha256[:12], a.decision or a.status, a.actor, latency)
+    console.print(audit)
+    result = system.log.verify()
+    if result.ok:
+        console.print(f"[green]verify: ok[/], chain verified over {result.checked} events")
+    else:
+        console.print(f"[red]verify: BROKEN at seq {result.first_bad_seq}: {result.reason}[/]")
+        raise SystemExit(1)

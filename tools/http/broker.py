@@ -1,0 +1,349 @@
+"""The broker's HTTP wire protocol at the seed's paths, wire-compatible with its clients.
+
+Every rule is the seed's (spec §1.9): the method guard first, then run credentials from the
+JSON body (POST) or the query (GET), then the handler; plain-text errors, JSON successes.
+Blocking broker calls run in the thread pool; a run's writes (report, finish, reply,
+heartbeat) instead go to its actor as one message with the token check, whose answer wakes
+the loop directly. A long poll waits on an asyncio event that
+the broker's queue listener sets, so a waiting poll holds no thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive
+
+from actors import (
+    Broker,
+    BrokerError,
+    ContentionError,
+    ControlMessage,
+    ControlQueueFullError,
+    Finish,
+    Reply,
+    Report,
+    RunAlreadyRegisteredError,
+    RunNotFoundError,
+)
+
+from .wire import (
+    Endpoint,
+    NoResponse,
+    WireError,
+    bearer_token,
+    digest_matches,
+    json_response,
+    parse_object,
+    raw_member,
+    read_body,
+    string_field,
+    strings_field,
+    text_ok,
+    time_field,
+    visible_ascii,
+)
+
+T = TypeVar("T")
+
+POLL_TIMEOUT = 2.0  # seconds a poll waits on an empty queue, as the seed
+# A caller may choose its run's token at /register (the seed allows it); we take only what
+# survives every client and header unchanged.
+MAX_TOKEN_LENGTH = 512
+POST = ("POST",)
+Body = dict[str, Any]
+
+
+class BrokerRoutes:
+    """The wire protocol's handlers over one broker.
+
+    `operator_token_sha256` (hex, or "" for none) is the seed's global token: when set,
+    `/push-control` takes only `Authorization: Bearer <operator token>`.
+    """
+
+    def __init__(
+        self, broker: Broker, operator_token_sha256: str, poll_timeout: float = POLL_TIMEOUT
+    ) -> None:
+        self.broker = broker
+        self.operator_token_sha256 = operator_token_sha256
+        self.poll_timeout = poll_timeout
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/health", Endpoint(self.health, None)),
+            Route("/register", Endpoint(self.register, POST)),
+            Route("/heartbeat", Endpoint(self.heartbeat, POST)),
+            Route("/push-control", Endpoint(self.push_control, POST)),
+            Route("/poll-control", Endpoint(self.poll_control, POST)),
+            Route("/report", Endpoint(self.report, POST)),
+            Route("/finish", Endpoint(self.finish, POST)),
+            Route("/reply", Endpoint(self.reply, POST)),
+            Route("/permission_request", Endpoint(self.permission_request, POST)),
+            Route("/permission", Endpoint(self.permission, POST)),
+            Route("/send", Endpoint(self.send, POST)),
+        ]
+
+    # -- auth ----------------------------------------------------------------------------
+
+    async def authenticated(self, request: Request) -> tuple[Body, bytes]:
+        """(body, raw body) of a request whose run credentials check out; else a 4xx."""
+        if request.method == "GET":
+            body: Body = {}
+            raw = b""
+            run_id = request.query_params.get("run_id", "")
+            token = request.query_params.get("token", "")
+        else:
+            raw = await read_body(request)
+            body = parse_object(raw)
+            run_id = string_field(body, "run_id")
+            token = string_field(body, "token")
+        if not run_id or not token:
+            raise WireError(401, "unauthorized: missing run_id or token")
+        if not await run_in_threadpool(self.broker.authenticate, run_id, token):
+            raise WireError(401, "unauthorized")
+        return body, raw
+
+    async def write_as_run(
+        self, request: Request, build: Callable[[Body, bytes], Report | Finish | Reply | None]
+    ) -> None:
+        """Authenticate and record the write `build` makes of the body, in one step of the run's actor.
+
+        The answers are those of `authenticated` followed by the write: a field of the wrong
+        type is a 400 only for a caller whose credentials check out, else a 401.
+        """
+        raw = await read_body(request)
+        body = parse_object(raw)
+        run_id = string_field(body, "run_id")
+        token = string_field(body, "token")
+        if not run_id or not token:
+            raise WireError(401, "unauthorized: missing run_id or token")
+        try:
+            write = build(body, raw)
+        except WireError:
+            if not await run_in_threadpool(self.broker.authenticate, run_id, token):
+                raise WireError(401, "unauthorized") from None
+            raise
+        authorized, _ = await answer(lambda done: self.broker.call_as_run(run_id, token, write, done))
+        if not authorized:
+            raise WireError(401, "unauthorized")
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        return text_ok()
+
+    async def register(self, request: Request) -> Response:
+        body = parse_object(await read_body(request))
+        run_id = string_field(body, "run_id")
+        token = string_field(body, "token")
+        if not run_id:
+            raise WireError(400, "missing run_id")
+        if token and not visible_ascii(token, MAX_TOKEN_LENGTH):
+            raise WireError(400, f"invalid token: 1 to {MAX_TOKEN_LENGTH} printable ASCII characters")
+        token = await call(self.broker.register, run_id, token)
+        # The body carries the run's secret: no cache may keep it.
+        return json_response({"token": token, "run_id": run_id}, headers={"Cache-Control": "no-store"})
+
+    async def heartbeat(self, request: Request) -> Response:
+        await self.write_as_run(request, lambda body, raw: None)
+        return text_ok()
+
+    async def push_control(self, request: Request) -> Response:
+        if self.operator_token_sha256:
+            if not digest_matches(bearer_token(request), self.operator_token_sha256):
+                raise WireError(401, "unauthorized")
+            raw = await read_body(request)
+            body = parse_object(raw)
+        else:
+            body, raw = await self.authenticated(request)
+        message = ControlMessage(
+            string_field(body, "id"),
+            string_field(body, "type"),
+            string_field(body, "run_id"),
+            string_field(body, "from_run_id"),
+            raw_member(raw, "payload"),
+        )
+        time_field(body, "created_at")
+        if not (message.run_id and message.id and message.type):
+            raise WireError(400, "missing fields")
+        await call(self.broker.push_control, message.run_id, message)
+        return json_response({"queued": True})
+
+    async def poll_control(self, request: Request) -> Response:
+        body, _ = await self.authenticated(request)
+        run_id = string_field(body, "run_id")
+        loop = asyncio.get_running_loop()
+        woke = asyncio.Event()
+
+        def on_queued() -> None:
+            # Called from an actor's (or the follower's) thread: hand over to the loop.
+            try:
+                loop.call_soon_threadsafe(woke.set)
+            except RuntimeError:
+                return  # the loop is closed: nobody waits any more
+
+        unsubscribe = self.broker.on_control(run_id, on_queued)
+        try:
+            deadline = loop.time() + self.poll_timeout
+            messages = await call(self.broker.take_control, run_id)
+            while not messages and (left := deadline - loop.time()) > 0:
+                if not await wait_unless_disconnected(woke, request.receive, left):
+                    return NoResponse()
+                woke.clear()
+                messages = await call(self.broker.take_control, run_id)
+        finally:
+            unsubscribe()
+        return json_response([m.to_json() for m in messages])
+
+    async def report(self, request: Request) -> Response:
+        def build(body: Body, raw: bytes) -> Report:
+            return Report(
+                string_field(body, "run_id"), string_field(body, "state"), raw_member(raw, "payload")
+            )
+
+        await self.write_as_run(request, build)
+        return json_response({"ok": True})
+
+    async def finish(self, request: Request) -> Response:
+        def build(body: Body, raw: bytes) -> Finish:
+            return Finish(
+                string_field(body, "run_id"),
+                string_field(body, "status"),
+                string_field(body, "summary"),
+                strings_field(body, "files_changed"),
+                raw_member(raw, "payload"),
+            )
+
+        await self.write_as_run(request, build)
+        return json_response({"ok": True})
+
+    async def reply(self, request: Request) -> Response:
+        def build(body: Body, raw: bytes) -> Reply:
+            return Reply(string_field(body, "run_id"), string_field(body, "to"), raw_member(raw, "payload"))
+
+        await self.write_as_run(request, build)
+        return json_response({"ok": True})
+
+    async def permission_request(self, request: Request) -> Response:
+        body, _ = await self.authenticated(request)
+        await call(
+            self.broker.permission_request,
+            string_field(body, "run_id"),
+            string_field(body, "request_id"),
+            string_field(body, "tool_name"),
+            string_field(body, "description"),
+            string_field(body, "input_preview"),
+        )
+        return json_response({"ok": True})
+
+    async def permission(self, request: Request) -> Response:
+        body, _ = await self.authenticated(request)
+        await call(
+            self.broker.permission_decision,
+            string_field(body, "run_id"),
+            string_field(body, "request_id"),
+            string_field(body, "behavior"),
+        )
+        return json_response({"ok": True})
+
+    async def send(self, request: Request) -> Response:
+        body, raw = await self.authenticated(request)
+        from_run_id = string_field(body, "from_run_id")
+        to_run_id = string_field(body, "to_run_id")
+        kind = string_field(body, "type")
+        if not (from_run_id and to_run_id and kind):
+            raise WireError(400, "missing fields")
+        if not await call(self.broker.exists, from_run_id):
+            raise WireError(404, "from run not found")
+        # Anti-spoofing: the caller's token must be the sender's, not just any run's.
+        if not await call(self.broker.authenticate, from_run_id, string_field(body, "token")):
+            raise WireError(401, "unauthorized")
+        payload = raw_member(raw, "payload")
+        await call(self.broker.send_to, from_run_id, to_run_id, kind, payload, missing=(404, None))
+        return json_response({"queued": True})
+
+
+async def call(
+    fn: Callable[..., T], *args: Any, missing: tuple[int, str | None] = (404, "run not found")
+) -> T:
+    """Run a blocking broker call in the thread pool, its refusals turned into HTTP errors.
+
+    `missing` is the answer to RunNotFoundError: a status and a message (None: the error's
+    own text, `run not found: <id>`).
+    """
+    with refusals(missing):
+        return await run_in_threadpool(fn, *args)
+
+
+@contextlib.contextmanager
+def refusals(missing: tuple[int, str | None] = (404, "run not found")) -> Iterator[None]:
+    """The broker's refusals raised inside, turned into HTTP errors (`missing` as in `call`)."""
+    try:
+        yield
+    except RunNotFoundError as e:
+        status, message = missing
+        raise WireError(status, message if message is not None else str(e)) from None
+    except RunAlreadyRegisteredError as e:
+        raise WireError(409, str(e)) from None
+    except ControlQueueFullError as e:
+        raise WireError(429, str(e)) from None
+    except ContentionError:
+        raise WireError(503, "busy: try again") from None
+    except (BrokerError, ValueError) as e:
+        raise WireError(400, str(e)) from None
+
+
+class Answerable(Protocol):
+    """What the broker's non-blocking calls return (`actors.Broker.call_as_run` and the like)."""
+
+    def result(self) -> Any: ...
+
+
+async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
+    """The result of a RunCall that `start(done)` begins, awaited without holding a thread.
+
+    Its refusals are turned into HTTP errors as `call` turns them.
+    """
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[None] = loop.create_future()
+
+    def done() -> None:
+        # Called from the run actor's thread (or right here): hand over to the loop.
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle, answered)
+
+    with refusals():
+        run_call = start(done)
+    await answered
+    with refusals():
+        return run_call.result()
+
+
+def _settle(answered: asyncio.Future[None]) -> None:
+    if not answered.done():
+        answered.set_result(None)
+
+
+async def wait_unless_disconnected(event: asyncio.Event, receive: Receive, timeout: float) -> bool:
+    """Wait up to `timeout` seconds for `event`; False as soon as the client disconnects.
+
+    The body has been read in full, so the only message `receive` can still deliver is
+    `http.disconnect`.
+    """
+    woke = asyncio.ensure_future(event.wait())
+    gone = asyncio.ensure_future(receive())
+    try:
+        done, _ = await asyncio.wait({woke, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        woke.cancel()
+        gone.cancel()
+    if gone not in done or gone.exception() is not None:
+        return True
+    return bool(gone.result().get("type") != "http.disconnect")

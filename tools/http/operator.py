@@ -1,0 +1,261 @@
+"""The operator API under /api/v1/: runs, approvals, decisions, control pushes, chain verification.
+
+Every request needs `Authorization: Bearer <operator token>`; the server holds only the
+token's SHA-256 digest. Errors are JSON: `{"error": ...}` plus what the caller needs to act
+(the expiry of an expired approval, the votes of a quorum approval).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from actors import (
+    ApprovalExpiredError,
+    ApprovalHookError,
+    ApprovalNotPendingError,
+    ApprovalRecordingError,
+    ApprovalResolution,
+    ApprovalResolvingError,
+    ApprovalValidationError,
+    ControlMessage,
+    DuplicateVoteError,
+    QuorumPendingError,
+    RunView,
+    System,
+    make_token,
+)
+from eventlog import Head
+
+from .broker import call
+from .console_auth import ConsoleSessions, Operator
+from .views import ViewRoutes
+from .wire import (
+    Endpoint,
+    WireError,
+    json_error,
+    json_response,
+    parse_object,
+    raw_member,
+    read_body,
+    string_field,
+)
+
+MAX_ACTOR_LENGTH = 200
+IDENTITY = "operator-token"  # how a decision made over this API was authenticated
+CONSOLE_IDENTITY = "web-operator"  # ... and one made in the console (actor: the operator's name)
+_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+class OperatorRoutes:
+    """Handlers of the operator API over one System."""
+
+    def __init__(
+        self, system: System, operator_token_sha256: str, sessions: ConsoleSessions | None = None
+    ) -> None:
+        self.system = system
+        self.operator_token_sha256 = operator_token_sha256
+        self.sessions = sessions or ConsoleSessions(operator_token_sha256)
+
+    def routes(self) -> list[Route]:
+        def route(path: str, method: str, handler: Callable[[Request], Awaitable[Response]]) -> Route:
+            return Route(path, Endpoint(self._guarded(handler), (method,), json_error))
+
+        return [
+            *ViewRoutes(self.system, self._guarded).routes(),  # before /runs/{run_id:path} takes them
+            route("/api/v1/runs", "GET", self.runs),
+            route("/api/v1/runs/{run_id:path}/control", "POST", self.push_control),
+            route("/api/v1/runs/{run_id:path}", "GET", self.run),
+            route("/api/v1/approvals", "GET", self.approvals),
+            route("/api/v1/approvals/history", "GET", self.history),
+            route("/api/v1/approvals/{approval_id}/{decision}", "POST", self.decide),
+            route("/api/v1/verify", "GET", self.verify),
+        ]
+
+    def _guarded(
+        self, handler: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def guarded(request: Request) -> Response:
+            operator = self.sessions.authenticate(request)
+            if operator is None:
+                raise WireError(401, "unauthorized", {"WWW-Authenticate": "Bearer"})
+            request.state.operator = operator
+            return await handler(request)
+
+        return guarded
+
+    # -- runs ----------------------------------------------------------------------------
+
+    async def runs(self, request: Request) -> Response:
+        def load() -> list[RunView]:
+            views = (self.system.broker.get_run(run_id) for run_id in self.system.broker.run_ids())
+            return [v for v in views if v is not None]
+
+        return json_response({"runs": [run_summary(v) for v in await run_in_threadpool(load)]})
+
+    async def run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        view = await run_in_threadpool(self.system.broker.get_run, run_id)
+        if view is None:
+            raise WireError(404, "run not found")
+        return json_response(run_detail(view))
+
+    async def push_control(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        raw = await read_body(request)
+        body = parse_object(raw)
+        kind = string_field(body, "type")
+        if not kind:
+            raise WireError(400, "missing type")
+        message = ControlMessage(
+            string_field(body, "id") or make_token(), kind, run_id, "", raw_member(raw, "payload")
+        )
+        queued = await call(self.system.broker.push_control, run_id, message)
+        return json_response({"queued": True, "message": queued.to_json()})
+
+    # -- approvals -----------------------------------------------------------------------
+
+    async def approvals(self, request: Request) -> Response:
+        pending = await run_in_threadpool(self.system.approvals.pending)
+        return json_response({"approvals": [a.to_dict() for a in pending]})
+
+    async def history(self, request: Request) -> Response:
+        rows = await run_in_threadpool(self.system.views.approval_history)
+        return json_response({"approvals": [row.to_dict() for row in rows]})
+
+    async def decide(self, request: Request) -> Response:
+        approval_id = request.path_params["approval_id"]
+        decision = request.path_params["decision"]
+        if decision not in ("approve", "reject"):
+            raise WireError(404, "not found")
+        body = parse_object(await read_body(request))
+        operator: Operator = request.state.operator
+        if operator.via_cookie:
+            # A console session decides as the name it logged in with, whatever the body says.
+            actor, identity = operator.identity, CONSOLE_IDENTITY
+        else:
+            try:
+                actor = string_field(body, "actor")
+            except WireError:
+                raise WireError(400, "actor must be a string") from None
+            identity = IDENTITY
+        if not actor or len(actor) > MAX_ACTOR_LENGTH or not actor.isprintable():
+            raise WireError(400, f"actor is required: 1 to {MAX_ACTOR_LENGTH} printable characters")
+        try:
+            resolution = await run_in_threadpool(
+                lambda: self.system.approvals.resolve(approval_id, decision, actor, identity=identity)
+            )
+        except QuorumPendingError as e:
+            return json_response(
+                {"approval_id": approval_id, "status": "pending", "votes": e.votes, "needed": e.needed}, 202
+            )
+        except ApprovalExpiredError as e:
+            return json_response(
+                {
+                    "error": str(e),
+                    "approval_id": approval_id,
+                    "decision": "expired",
+                    "expires_at": e.resolution.approval.expires_at,
+                },
+                409,
+            )
+        except ApprovalNotPendingError as e:
+            row = await run_in_threadpool(self.system.views.approval, approval_id)
+            if row is None:
+                raise WireError(404, "approval not found") from None
+            return json_response(
+                {"error": str(e), "approval_id": approval_id, "decision": row.decision or row.status}, 409
+            )
+        except (DuplicateVoteError, ApprovalRecordingError, ApprovalResolvingError) as e:
+            raise WireError(409, str(e)) from None
+        except ApprovalValidationError as e:
+            raise WireError(400, str(e)) from None
+        except ApprovalHookError as e:
+            # The outcome is recorded; only this process's hook failed afterwards.
+            return json_response({"error": str(e), **resolution_json(e.resolution)}, 500)
+        return json_response(resolution_json(resolution))
+
+    # -- the log -------------------------------------------------------------------------
+
+    async def verify(self, request: Request) -> Response:
+        anchor = _anchor(request)
+        result = await run_in_threadpool(self.system.log.verify, anchor)
+        head = None if result.head is None else {"seq": result.head.seq, "hash": result.head.hash}
+        return json_response(
+            {
+                "ok": result.ok,
+                "checked": result.checked,
+                "first_bad_seq": result.first_bad_seq,
+                "reason": result.reason,
+                "head": head,
+            }
+        )
+
+
+def _anchor(request: Request) -> Head | None:
+    """The anchor of `?anchor_seq=N&anchor_hash=H` (both or neither), as `flightlog anchor` prints it."""
+    seq, digest = request.query_params.get("anchor_seq"), request.query_params.get("anchor_hash")
+    if seq is None and digest is None:
+        return None
+    if seq is None or digest is None or not seq.isdigit() or not _HASH.fullmatch(digest):
+        raise WireError(400, "an anchor is anchor_seq (a seq) and anchor_hash (64 lower-case hex digits)")
+    return Head(int(seq), digest)
+
+
+def run_summary(view: RunView) -> dict[str, Any]:
+    """A run as the operator lists it: ids, times, queue depth and counts."""
+    return {
+        "run_id": view.run_id,
+        "registered_at": view.registered_at,
+        "last_seen": view.last_seen,
+        "queue_depth": len(view.control_queue),
+        "report_count": len(view.reports),
+        "finish_count": len(view.finishes),
+        "reply_count": len(view.replies),
+        "permission_request_count": len(view.permission_requests),
+        "last_finish_status": view.finishes[-1].status if view.finishes else "",
+    }
+
+
+def run_detail(view: RunView) -> dict[str, Any]:
+    """The summary plus the queue, reports, finishes, replies and permission requests."""
+    return {
+        **run_summary(view),
+        "control_queue": [m.to_json() for m in view.control_queue],
+        "reports": [r.to_json() for r in view.reports],
+        "finishes": [f.to_json() for f in view.finishes],
+        "replies": [r.to_json() for r in view.replies],
+        "permission_requests": [
+            {
+                "request_id": p.request_id,
+                "tool_name": p.tool_name,
+                "description": p.desc,
+                "input_preview": p.preview,
+                "created_at": p.created_at,
+                "approval_id": p.approval_id,
+                "behavior": view.permission_decisions.get(p.request_id, ""),
+            }
+            for p in view.permission_requests.values()
+        ],
+    }
+
+
+def resolution_json(resolution: ApprovalResolution) -> dict[str, Any]:
+    a = resolution.approval
+    return {
+        "approval_id": a.id,
+        "decision": resolution.decision,
+        "actor": resolution.actor,
+        "identity": resolution.identity,
+        "at": resolution.at,
+        "run_id": a.run_id,
+        "kind": a.kind,
+        "title": a.title,
+        "payload_sha256": a.payload_sha256,
+    }
