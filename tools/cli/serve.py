@@ -46,8 +46,9 @@ def _serve(app: Any, sock: socket.socket, access_log: bool, log_level: str) -> N
             if self.started and self.servers:
                 bound = self.servers[0].sockets[0].getsockname()
                 shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-                click.echo(f"flightlog: listening on http://{shown}:{bound[1]}")
-                click.echo(f"flightlog: console at http://{shown}:{bound[1]}/ui/ (log in with the operator token)")
+                url = f"http://{shown}:{bound[1]}"
+                click.echo(f"flightlog: listening on {url}")
+                click.echo(f"flightlog: console at {url}/ui/ (log in with the operator token)")
 
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
