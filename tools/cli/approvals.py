@@ -196,16 +196,41 @@ def _audit_table(rows: list[ApprovalRow], run_id: str | None, wide: bool) -> Non
     if not rows:
         console.print(f"no approvals recorded for run {run_id}" if run_id else "no approvals recorded")
         return
-    columns = [Column("id", key=True, short=True), Column("run", key=True, short=True), Column("title", key=True, wraps=True),
-               Column("outcome", key=True), Column("actor"), Column("decided"), Column("kind"), Column("risk"),
-               Column("digest"), Column("requested"), Column("requested by"), Column("identity"),
-               Column("latency", "right"), Column("refused", "right")]  # fmt: skip
+    columns = [
+        Column("id", key=True, short=True),
+        Column("run", key=True, short=True),
+        Column("title", key=True, wraps=True),
+        Column("outcome", key=True),
+        Column("actor"),
+        Column("decided"),
+        Column("kind"),
+        Column("risk"),
+        Column("digest"),
+        Column("requested"),
+        Column("requested by"),
+        Column("identity"),
+        Column("latency", "right"),
+        Column("refused", "right"),
+    ]
     cells = [
-        [r.id, escape(r.run_id) or "—", escape(r.title), _outcome(r), escape(r.actor) or "—", when(r.decided_at),
-         escape(r.kind), _risk(r.risk), r.payload_sha256[:SHORT_DIGEST], when(r.requested_at),
-         escape(r.requested_by) or "—", escape(r.identity) or "—", latency(r.latency_ms), str(len(r.refused))]
+        [
+            r.id,
+            escape(r.run_id) or "—",
+            escape(r.title),
+            _outcome(r),
+            escape(r.actor) or "—",
+            when(r.decided_at),
+            escape(r.kind),
+            _risk(r.risk),
+            r.payload_sha256[:SHORT_DIGEST],
+            when(r.requested_at),
+            escape(r.requested_by) or "—",
+            escape(r.identity) or "—",
+            latency(r.latency_ms),
+            str(len(r.refused)),
+        ]
         for r in rows
-    ]  # fmt: skip
+    ]
     print_table(f"approval audit: run {run_id}" if run_id else "approval audit", columns, cells, wide=wide)
     for r in rows:
         for a in r.refused:
