@@ -12,8 +12,10 @@ from rich.markup import escape
 
 from actors import ActorsError, Approval, CommandHarness, Harness, System
 from eventlog import EventLog
+from projections import Views
 
 from .._output import console, emit_json, err_console, open_db
+from . import ids
 from .redrive import ForkError, Redriven, fork_run, redrive
 from .travel import AT_HELP, parse_at
 
@@ -102,6 +104,7 @@ def fork_cmd(
     log = open_db(db)
     try:
         seq = parse_at(log, at_text)
+        run_id = ids.run_id(Views(log), run_id)
         try:
             fork = fork_run(log, run_id, seq, actor=who, reason=reason)
         except ForkError as e:
@@ -168,6 +171,7 @@ def redrive_cmd(
     who = _who(actor)
     log = open_db(db)
     try:
+        fork_run_id = ids.run_id(Views(log), fork_run_id)
         done = _redrive(db, log, fork_run_id, harness, prompt, apply_recorded, approval_timeout, who)
     finally:
         log.close()

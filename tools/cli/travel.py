@@ -17,7 +17,7 @@ from eventlog import EventLog
 from projections import Diff, TimelineEntry, Views
 
 from .._output import EXIT_FOUND, console, emit_json, open_db
-from . import replay
+from . import ids, replay
 from .formats import Column, print_table, wide_option
 from .remote import OperatorClient, one_target, server_option
 
@@ -194,6 +194,7 @@ def timeline_cmd(
         try:
             views = Views(log)
             head = log.head().seq
+            run_id = ids.run_id(views, run_id)
             if views.agent_run(run_id, at=head) is None:
                 raise click.UsageError(f"no agent run {run_id!r} in this log")
             if each:
@@ -244,6 +245,7 @@ def travel_cmd(db: str, run_id: str, at_text: str, as_json: bool) -> None:
     try:
         views = Views(log)
         head = log.head().seq
+        run_id = ids.run_id(views, run_id)
         _known_run(views, run_id, head)
         seq = parse_at(log, at_text)
         agent = views.agent_run(run_id, at=seq)
@@ -316,6 +318,7 @@ def diff_cmd(db: str, run_id: str, a_text: str, b_text: str, view: str, as_json:
     log = open_db(db)
     try:
         views = Views(log)
+        run_id = ids.run_id(views, run_id)
         _known_run(views, run_id, log.head().seq)
         a = parse_at(log, a_text, "--from")
         b = parse_at(log, b_text, "--to")
