@@ -122,3 +122,17 @@ def test_every_exit_code_is_in_the_help_and_the_readme(tmp_path):
     for code in codes:
         assert f" {code} " in help_text or f"{code}  " in help_text, code
         assert f"`{code}`" in section, code
+
+
+def test_redrive_checks_its_command_before_claiming_the_fork(db, workload, tmp_path):
+    from .helpers import json_of, run
+
+    _, seeded = workload
+    fork = json_of(run("fork", db, seeded.run, "--at", "40", "--json"))["run_id"]
+    proc = flightlog("redrive", db, fork[:8], "--command", "python3 no-such-agent.py", cwd=tmp_path)
+    assert proc.returncode == 2
+    err = no_traceback(proc)
+    assert "no-such-agent.py" in err  # the program's own stderr
+    assert "not re-driven" in err
+    # The fork's one re-drive is still there to take.
+    assert run("redrive", db, fork, "--apply-recorded", "--json").exit_code == 0

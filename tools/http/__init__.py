@@ -4,7 +4,7 @@
 # tools.demo or tools.bench.
 
 from .app import create_app
-from .listen import PortInUseError, listen
+from .binding import PortInUseError, listen
 from .travel_reads import entry_from_dict, moment_from_dict, runs_from_payload
 
 __all__ = [
