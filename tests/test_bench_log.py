@@ -7,6 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import pg_unavailable, pg_url, require_or_skip
+
+# `bench log` measures flightlog next to the eventsourcing library (the bench extra).
+pytest.importorskip("eventsourcing", reason="eventsourcing is not installed: pip install -e '.[bench]'")
 from tools.bench import log as _bench_log
 from tools.cli import cli
 

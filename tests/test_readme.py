@@ -59,3 +59,14 @@ def test_demo_auto_runs_on_a_fresh_folder(tmp_path):
     assert "reject" in proc.stdout
     assert "approve" in proc.stdout
     assert (tmp_path / "flightlog-demo.db").exists()
+
+
+def test_ci_runs_both_readme_commands_in_a_fresh_virtualenv():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "python3 -m venv" in script
+    assert 'source "$venv/bin/activate"' in script
+    assert '"$(readme_cmd 1) --auto"' in script  # the demo, deciding by its policy
+    assert 'run "$demo_cmd"' in script
+    assert 'run "$test_cmd"' in script
+    assert "constraints.txt" in script
+    assert '"$status" -eq 5' in script  # no test collected is a failure, not a pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -20,6 +21,32 @@ err_console = Console(stderr=True, highlight=False)
 EXIT_OK = 0
 EXIT_FOUND = 1  # the check ran and found a problem (verify, replay-check)
 EXIT_USAGE = 2
+# 3-7: the refusals of `approve`/`reject` (tools/cli/decide.py)
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports it
+
+# Every exit code of the CLI, for `flightlog --help` and the README.
+EXIT_CODES = """\b
+Exit codes:
+  0    ok
+  1    a check found a problem (verify, audit, replay-check, diff found a change, an import refused)
+  2    usage error: a missing database, a server that cannot be reached, a bad argument or id,
+       a busy port, a missing extra
+  3-7  approve/reject refused: 3 no such approval, 4 already decided, 5 expired,
+       6 a duplicate quorum vote, 7 still being recorded (see `flightlog approve --help`)
+  130  interrupted (Ctrl-C)
+"""
+
+
+class UsageFailure(click.ClickException):
+    """Raised for a usage error that needs no usage text: one line on stderr, exit 2."""
+
+    exit_code = EXIT_USAGE
+
+
+def require_extra(module: str, extra: str, what: str) -> None:
+    """A UsageFailure naming the extra to install when `module` (from that extra) is missing."""
+    if importlib.util.find_spec(module) is None:
+        raise UsageFailure(f"{what} needs {module}, which is not installed: pip install 'flightlog[{extra}]'")
 
 
 def emit_json(value: Any) -> None:

@@ -40,10 +40,10 @@ def make_workload(path: str | os.PathLike[str], runs: int = 2, seed: int = 7) ->
 
 
 def seed_approval(
-    db: str | Path, *, quorum: int = 1, expires_in: float = 300.0, run_id: str = "run-1"
+    db: str | Path, *, quorum: int = 1, expires_in: float = 300.0, run_id: str = "run-1", id: str = ""
 ) -> str:
     """Record a published approval request, as a requester would, with nobody waiting; its id."""
-    id = str(uuid.uuid4())
+    id = id or str(uuid.uuid4())
     now = datetime.now(UTC)
     requested = ApprovalRequested(
         id, run_id, "call-1", "shell", "rm -rf build", "delete the build folder", "high", "ab" * 32,

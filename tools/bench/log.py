@@ -25,7 +25,7 @@ from rich.table import Table
 
 from eventlog import EventLogError, open_log
 
-from .._output import console, emit_json, err_console, progress, temp_dir_option
+from .._output import console, emit_json, err_console, progress, require_extra, temp_dir_option
 from . import log_ceilings as ceilings
 from . import log_workloads as w
 
@@ -351,6 +351,11 @@ def bench_log(
       flightlog bench log --json > bench.json
       flightlog bench log --db postgresql://localhost/flightlog
     """
+    require_extra(
+        "eventsourcing", "bench", "flightlog bench log (it compares with the eventsourcing library)"
+    )
+    if pg_url:
+        require_extra("psycopg", "postgres", "flightlog bench log --db postgresql://…")
     shown_url = _check_pg(pg_url) if pg_url else ""
     sizes = QUICK if quick else FULL_RUN
     if events is not None:

@@ -5,15 +5,33 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from .. import bench, demo
+from .._output import EXIT_CODES, EXIT_INTERRUPTED
 from . import approvals, export, fork, log, serve, travel
 
 __all__ = ["cli", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Flightlog(click.Group):
+    """The group: Ctrl-C in any command ends it with exit 130 and one line, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("flightlog: interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+
+
+@click.group(
+    cls=_Flightlog,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=EXIT_CODES,
+)
 @click.version_option(package_name="flightlog")
 def cli() -> None:
     """flightlog: a flight recorder and control tower for AI-agent runs.

@@ -11,7 +11,6 @@ from typing import Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from eventlog import EventLog, EventLogError, SystemClock, VerifyResult
 from projections import ApprovalRow, Views
@@ -19,7 +18,7 @@ from projections.approvals import load_row, pending_order
 
 from .._output import EXIT_FOUND, console, emit_json, err_console, open_db
 from .decide import approve_cmd, reject_cmd
-from .formats import SHORT_DIGEST, duration, latency, when
+from .formats import SHORT_DIGEST, Column, duration, latency, print_table, when, wide_option
 from .remote import OperatorClient, error_of, one_target, server_option
 
 
@@ -59,8 +58,9 @@ def _open_views(db: str) -> tuple[EventLog, Views]:
 @click.argument("db", required=False)
 @server_option
 @click.option("--all", "show_all", is_flag=True, help="The whole history, decided ones included.")
+@wide_option
 @click.option("--json", "as_json", is_flag=True, help="Print the approvals as a JSON list.")
-def approvals_cmd(db: str | None, server: str | None, show_all: bool, as_json: bool) -> None:
+def approvals_cmd(db: str | None, server: str | None, show_all: bool, wide: bool, as_json: bool) -> None:
     """List the approvals awaiting a decision in DB, oldest request first.
 
     Approvals past their deadline are left out (they expire as soon as a System or a
@@ -92,39 +92,29 @@ def approvals_cmd(db: str | None, server: str | None, show_all: bool, as_json: b
     if not rows:
         console.print("no approvals recorded" if show_all else "no pending approvals")
         return
-    table = Table(title="approval history" if show_all else "pending approvals")
-    table.add_column("id", no_wrap=True)
-    table.add_column("run")
-    table.add_column("kind")
-    table.add_column("title")
-    table.add_column("risk")
+    columns = [Column("id", key=True, short=True), Column("run", key=True, short=True), Column("kind"),
+               Column("title", key=True, wraps=True), Column("risk")]  # fmt: skip
+    quorum = any(r.quorum > 1 for r in rows)
     if show_all:
-        for name in ("requested", "outcome", "actor", "identity", "latency", "refused"):
-            table.add_column(name, justify="right" if name in ("latency", "refused") else "left")
+        columns += [Column("outcome", key=True), Column("actor"), Column("requested"), Column("identity"),
+                    Column("latency", "right"), Column("refused", "right")]  # fmt: skip
     else:
-        for name in ("digest", "requested", "expires in"):
-            table.add_column(name, justify="right" if name == "expires in" else "left")
-        quorum = any(r.quorum > 1 for r in rows)
+        columns += [Column("expires in", "right", key=True), Column("digest"), Column("requested")]
         if quorum:
-            table.add_column("votes", justify="right")
+            columns.append(Column("votes", "right"))
+    cells = []
     for r in rows:
-        cells = [r.id, r.run_id or "—", r.kind, escape(r.title), _risk(r.risk)]
+        row = [r.id, escape(r.run_id) or "—", escape(r.kind), escape(r.title), _risk(r.risk)]
         if show_all:
-            cells += [
-                when(r.requested_at),
-                _outcome(r),
-                escape(r.actor) or "—",
-                escape(r.identity) or "—",
-                latency(r.latency_ms),
-                str(len(r.refused)),
-            ]
+            row += [_outcome(r), escape(r.actor) or "—", when(r.requested_at), escape(r.identity) or "—",
+                    latency(r.latency_ms), str(len(r.refused))]  # fmt: skip
         else:
             left = (r.expires_at - now).total_seconds()
-            cells += [r.payload_sha256[:SHORT_DIGEST], when(r.requested_at), duration(left)]
+            row += [duration(left), r.payload_sha256[:SHORT_DIGEST], when(r.requested_at)]
             if quorum:
-                cells.append(f"{len(r.votes)}/{r.quorum}" if r.quorum > 1 else "")
-        table.add_row(*cells)
-    console.print(table)
+                row.append(f"{len(r.votes)}/{r.quorum}" if r.quorum > 1 else "")
+        cells.append(row)
+    print_table("approval history" if show_all else "pending approvals", columns, cells, wide=wide)
 
 
 def _risk(risk: str) -> str:
@@ -139,8 +129,9 @@ def _risk(risk: str) -> str:
 @click.argument("db", required=False)
 @server_option
 @click.option("--run", "run_id", metavar="RUN", help="Only the approvals of this run.")
+@wide_option
 @click.option("--json", "as_json", is_flag=True, help="Print the history and the check as JSON.")
-def audit_cmd(db: str | None, server: str | None, run_id: str | None, as_json: bool) -> None:
+def audit_cmd(db: str | None, server: str | None, run_id: str | None, wide: bool, as_json: bool) -> None:
     """The approval audit trail of DB, and whether the hash chain under it is intact.
 
     For every approval: the request (run, kind, title, risk, payload digest), its outcome,
@@ -170,7 +161,7 @@ def audit_cmd(db: str | None, server: str | None, run_id: str | None, as_json: b
         if unreadable:
             err_console.print(f"[red]error[/]: {escape(unreadable)}", soft_wrap=True)
         else:
-            _audit_table(rows, run_id)
+            _audit_table(rows, run_id, wide)
         console.print(_verify_line(result), soft_wrap=True)
     if unreadable or not result.ok:
         raise SystemExit(EXIT_FOUND)
@@ -201,33 +192,46 @@ def _audit_on_server(client: OperatorClient) -> tuple[list[ApprovalRow], VerifyR
     return [load_row(d) for d in body["approvals"]], result, ""
 
 
-def _audit_table(rows: list[ApprovalRow], run_id: str | None) -> None:
+def _audit_table(rows: list[ApprovalRow], run_id: str | None, wide: bool) -> None:
     if not rows:
         console.print(f"no approvals recorded for run {run_id}" if run_id else "no approvals recorded")
         return
-    table = Table(title=f"approval audit: run {run_id}" if run_id else "approval audit")
-    for name in ("id", "run", "kind", "title", "risk", "digest", "requested", "requested by", "outcome"):
-        table.add_column(name, no_wrap=name == "id")
-    for name in ("actor", "identity", "decided", "latency", "refused"):
-        table.add_column(name, justify="right" if name in ("latency", "refused") else "left")
-    for r in rows:
-        table.add_row(
+    columns = [
+        Column("id", key=True, short=True),
+        Column("run", key=True, short=True),
+        Column("title", key=True, wraps=True),
+        Column("outcome", key=True),
+        Column("actor"),
+        Column("decided"),
+        Column("kind"),
+        Column("risk"),
+        Column("digest"),
+        Column("requested"),
+        Column("requested by"),
+        Column("identity"),
+        Column("latency", "right"),
+        Column("refused", "right"),
+    ]
+    cells = [
+        [
             r.id,
             escape(r.run_id) or "—",
-            escape(r.kind),
             escape(r.title),
+            _outcome(r),
+            escape(r.actor) or "—",
+            when(r.decided_at),
+            escape(r.kind),
             _risk(r.risk),
             r.payload_sha256[:SHORT_DIGEST],
             when(r.requested_at),
             escape(r.requested_by) or "—",
-            _outcome(r),
-            escape(r.actor) or "—",
             escape(r.identity) or "—",
-            when(r.decided_at),
             latency(r.latency_ms),
             str(len(r.refused)),
-        )
-    console.print(table)
+        ]
+        for r in rows
+    ]
+    print_table(f"approval audit: run {run_id}" if run_id else "approval audit", columns, cells, wide=wide)
     for r in rows:
         for a in r.refused:
             who = f"{a.actor} ({a.identity})" if a.identity else a.actor

@@ -30,6 +30,7 @@ from projections import ApprovalRow
 from projections.approvals import RECORDING
 
 from .._output import EXIT_USAGE, console, emit_json, err_console, open_db
+from . import ids
 from .formats import SHORT_DIGEST, when
 from .remote import OperatorClient, error_of, one_target, server_option
 
@@ -76,6 +77,7 @@ def _decide(
     log = open_db(db)
     try:
         with System.open(log, scheduler=False) as system:
+            approval_id = ids.approval_id(system.views, approval_id)
             try:
                 resolution = system.approvals.resolve(approval_id, decision, actor, identity=_identity())
             except QuorumPendingError as e:

@@ -10,6 +10,7 @@ and hashes, so the imported chain is the same chain and verifies to the same hea
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -161,7 +162,7 @@ def _export_lines(
 ) -> dict[str, Any]:
     records = (r for r in log.read(stream) if r.seq > after) if stream else log.read_all(after_seq=after)
     count, first, last = 0, None, None
-    sink = open(output, "wb") if output is not None else click.get_binary_stream("stdout")  # noqa: SIM115
+    sink = open(output, "wb") if output is not None else sys.stdout.buffer  # noqa: SIM115
     try:
         with progress_bar("exporting", head - after, False) as advance:
             for record in records:
@@ -283,7 +284,7 @@ def _input(source: str) -> Iterator[tuple[IO[bytes], int]]:
     """The records' lines as a seekable binary file (stdin is spooled), and how many there are."""
     with tempfile.TemporaryFile() if source == "-" else open(source, "rb") as file:
         if source == "-":
-            for chunk in iter(lambda: click.get_binary_stream("stdin").read(1 << 20), b""):
+            for chunk in iter(lambda: sys.stdin.buffer.read(1 << 20), b""):
                 file.write(chunk)
             file.seek(0)
         total = sum(1 for _ in file)

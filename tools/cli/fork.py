@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import getpass
 import shlex
+import shutil
+import subprocess
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -12,8 +14,10 @@ from rich.markup import escape
 
 from actors import ActorsError, Approval, CommandHarness, Harness, System
 from eventlog import EventLog
+from projections import Views
 
-from .._output import console, emit_json, err_console, open_db
+from .._output import EXIT_FOUND, UsageFailure, console, emit_json, err_console, open_db
+from . import ids
 from .redrive import ForkError, Redriven, fork_run, redrive
 from .travel import AT_HELP, parse_at
 
@@ -102,6 +106,7 @@ def fork_cmd(
     log = open_db(db)
     try:
         seq = parse_at(log, at_text)
+        run_id = ids.run_id(Views(log), run_id)
         try:
             fork = fork_run(log, run_id, seq, actor=who, reason=reason)
         except ForkError as e:
@@ -168,13 +173,17 @@ def redrive_cmd(
     who = _who(actor)
     log = open_db(db)
     try:
+        fork_run_id = ids.run_id(Views(log), fork_run_id)
         done = _redrive(db, log, fork_run_id, harness, prompt, apply_recorded, approval_timeout, who)
     finally:
         log.close()
     if as_json:
         emit_json(done.to_dict())
-        return
-    _print_redriven(done)
+    else:
+        _print_redriven(done)
+    if not done.recorded and done.status == "failed":
+        err_console.print(f"[red]error[/]: the re-driven run {done.run_id} failed: {escape(done.reason)}")
+        raise SystemExit(EXIT_FOUND)
 
 
 def _who(actor: str | None) -> str:
@@ -203,7 +212,37 @@ def _harness(command: str | None, prompt: str | None, apply_recorded: bool) -> H
         raise click.BadParameter(str(e), param_hint="--command") from e
     if not argv:
         raise click.BadParameter("an empty command", param_hint="--command")
+    _check_program(argv)
     return CommandHarness(argv)
+
+
+CHECK_TIMEOUT = 5.0  # seconds the program gets to end on an empty stdin before it is taken as running
+
+
+def _check_program(argv: list[str]) -> None:
+    """Start the program once on an empty stdin, before the fork's one re-drive is claimed.
+
+    A JSON-lines agent reads its stdin to the end and exits 0; one that cannot start (no such
+    program, no such script) exits otherwise, and its stderr is shown. One still running after
+    CHECK_TIMEOUT is stopped and taken as able to start.
+    """
+    if shutil.which(argv[0]) is None:
+        raise UsageFailure(f"--command: cannot run {argv[0]!r}: no such program on PATH")
+    try:
+        proc = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, errors="replace", timeout=CHECK_TIMEOUT,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return
+    except OSError as e:
+        raise UsageFailure(f"--command: cannot run {argv[0]!r}: {e}") from e
+    if proc.returncode != 0:
+        stderr = proc.stderr.strip()[-2000:]
+        raise UsageFailure(
+            f"--command: {shlex.join(argv)!r} exited with code {proc.returncode} on an empty input, "
+            f"so the fork was not re-driven" + (f"; its stderr:\n{stderr}" if stderr else "")
+        )
 
 
 def _redrive(

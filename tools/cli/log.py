@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import click
 import orjson
 
-from eventlog import Head, Record, VerifyResult
+from eventlog import EventLog, Head, Record, StreamNameError, VerifyResult
 
-from .._output import EXIT_FOUND, console, emit_json, open_db, parse_anchor, progress
+from .._output import EXIT_FOUND, UsageFailure, console, emit_json, open_db, parse_anchor, progress
 from .remote import OperatorClient, one_target, server_option
 
 
@@ -53,6 +53,8 @@ def events_cmd(db: str, stream: str | None, after: int, follow: bool, as_json: b
     log = open_db(db)
     records: Iterator[Record]
     try:
+        if stream is not None:
+            _check_stream(log, stream)
         if stream is not None and not follow:
             records = (r for r in log.read(stream) if r.seq > after)
         elif follow:
@@ -76,6 +78,22 @@ def events_cmd(db: str, stream: str | None, after: int, follow: bool, as_json: b
         pass
     finally:
         log.close()
+
+
+STREAM_CATEGORIES = ("run", "controller", "approval", "session")
+
+
+def _check_stream(log: EventLog, stream: str) -> None:
+    """A usage error for a name that is no stream (`deployer`), naming the streams it may mean."""
+    try:
+        next(iter(log.read(stream)), None)  # the name is checked as the read starts
+    except StreamNameError:
+        meant = [f"{c}-{stream}" for c in STREAM_CATEGORIES if log.stream_version(f"{c}-{stream}") > 0]
+        hint = f"did you mean --stream {' or '.join(meant)}?" if meant else (
+            "a broker run's events are in run-<id>, a controller's in controller-<id>, "
+            "an approval's in approval-<id>"
+        )  # fmt: skip
+        raise UsageFailure(f"{stream!r} is not a stream name (streams are <category>-<id>): {hint}") from None
 
 
 @click.command("verify")

@@ -14,6 +14,8 @@ import click
 
 from actors import System, make_token
 
+from .._output import UsageFailure
+
 TOKEN_ENV = "FLIGHTLOG_OPERATOR_TOKEN"
 MIN_TOKEN_LENGTH = 16
 MAX_TOKEN_LENGTH = 512
@@ -34,7 +36,7 @@ class _QueryFreeAccessLog(logging.Filter):
         return True
 
 
-def _serve(app: Any, host: str, port: int, access_log: bool, log_level: str) -> None:
+def _serve(app: Any, sock: socket.socket, access_log: bool, log_level: str) -> None:
     """Run uvicorn until it is told to stop; print the bound address once it accepts connections."""
     import uvicorn  # here, not at the top: every other command starts without the server stack
 
@@ -44,8 +46,11 @@ def _serve(app: Any, host: str, port: int, access_log: bool, log_level: str) -> 
             if self.started and self.servers:
                 bound = self.servers[0].sockets[0].getsockname()
                 shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-                click.echo(f"flightlog: listening on http://{shown}:{bound[1]}")
+                url = f"http://{shown}:{bound[1]}"
+                click.echo(f"flightlog: listening on {url}")
+                click.echo(f"flightlog: console at {url}/ui/ (log in with the operator token)")
 
+    host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
         app,
         host=host,
@@ -58,7 +63,7 @@ def _serve(app: Any, host: str, port: int, access_log: bool, log_level: str) -> 
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
     )
     logging.getLogger("uvicorn.access").addFilter(_QueryFreeAccessLog())
-    Server(config).run()
+    Server(config).run(sockets=[sock])
 
 
 def _operator_token_digest() -> str:
@@ -113,16 +118,23 @@ def serve_cmd(
 
     The operator token comes from the FLIGHTLOG_OPERATOR_TOKEN environment variable, or is
     generated and printed once on stderr; the server keeps only its SHA-256 digest. Agents
-    register runs at /register; operators use /api/v1/ with `Authorization: Bearer <token>`.
+    register runs at /register; operators use /api/v1/ with `Authorization: Bearer <token>`,
+    and the web console at /ui/ (printed at startup) logs in with the same token.
 
     \b
     Example:
       FLIGHTLOG_OPERATOR_TOKEN=... flightlog serve --db flightlog.db --port 8080
       curl http://127.0.0.1:8080/health
     """
-    from ..http import create_app
+    from ..http import PortInUseError, create_app, listen
 
     digest = _operator_token_digest()
+    try:
+        sock = listen(host, port)
+    except PortInUseError as e:
+        raise UsageFailure(f"{e}: choose another --port, or --port 0 for any free one") from e
+    except OSError as e:
+        raise UsageFailure(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
     stop: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -137,9 +149,10 @@ def serve_cmd(
             system.broker.queue_limit = queue_limit
         try:
             if not stop:
-                _serve(create_app(system, operator_token_sha256=digest), host, port, access_log, log_level)
+                _serve(create_app(system, operator_token_sha256=digest), sock, access_log, log_level)
         finally:
             system.close()
+            sock.close()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -17,7 +17,8 @@ from eventlog import EventLog
 from projections import Diff, TimelineEntry, Views
 
 from .._output import EXIT_FOUND, console, emit_json, open_db
-from . import replay
+from . import ids, replay
+from .formats import Column, print_table, wide_option
 from .remote import OperatorClient, one_target, server_option
 
 AT_HELP = "A seq, or an ISO time such as 2026-01-01T10:42:07Z."
@@ -94,8 +95,9 @@ def _known_run(views: Views, run_id: str, head: int) -> None:
 @click.argument("db", required=False)
 @server_option
 @click.option("--at", "at_text", help=f"As of this moment. {AT_HELP}")
+@wide_option
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
-def runs_cmd(db: str | None, server: str | None, at_text: str | None, as_json: bool) -> None:
+def runs_cmd(db: str | None, server: str | None, at_text: str | None, wide: bool, as_json: bool) -> None:
     """List the broker's runs and the operator's agent runs, now or as of a past moment.
 
     \b
@@ -132,23 +134,31 @@ def runs_cmd(db: str | None, server: str | None, at_text: str | None, as_json: b
             }
         )
         return
-    table = Table(title=f"broker runs at {moment}", title_justify="left")
-    for column in ("run", "registered", "last seen", "reports", "finishes", "queue", "last state", "summary"):
-        table.add_column(column, overflow="fold")
+    broker_cells = []
     for r in broker:
         f = finish.get(r.run_id)
-        table.add_row(
-            r.run_id, _when(r.registered_at), _when(r.last_seen), str(r.reports), str(r.finishes),
-            str(r.queue_depth), escape(r.last_state), escape(f.summary[:60] if f else ""),
-        )  # fmt: skip
-    console.print(table)
-    agents = Table(title=f"agent runs at {moment}", title_justify="left")
-    for column in ("run", "status", "title", "started", "stream", "forked from"):
-        agents.add_column(column, overflow="fold")
-    for a in agent:
-        origin = f"{a.forked_from} @{a.fork_seq}" if a.forked_from else ""
-        agents.add_row(a.run_id, a.status, escape(a.title[:50]), _when(a.started_at), a.stream, origin)
-    console.print(agents)
+        broker_cells.append([
+            escape(r.run_id), escape(r.last_state), str(r.reports), str(r.finishes), _when(r.last_seen),
+            escape(f.summary if f else ""), _when(r.registered_at), str(r.queue_depth),
+        ])  # fmt: skip
+    print_table(f"broker runs at {moment}", BROKER_COLUMNS, broker_cells, wide=wide)
+    agent_cells = [
+        [escape(a.run_id), a.status, escape(a.title), _when(a.started_at),
+         f"{a.forked_from} @{a.fork_seq}" if a.forked_from else "", a.stream]
+        for a in agent
+    ]  # fmt: skip
+    print_table(f"agent runs at {moment}", AGENT_COLUMNS, agent_cells, wide=wide)
+
+
+BROKER_COLUMNS = [
+    Column("run", key=True, short=True), Column("last state", key=True), Column("reports", "right"),
+    Column("finishes", "right"), Column("last seen"), Column("summary", wraps=True), Column("registered"),
+    Column("queue", "right"),
+]  # fmt: skip
+AGENT_COLUMNS = [
+    Column("run", key=True, short=True), Column("status", key=True), Column("title", key=True, wraps=True),
+    Column("started"), Column("forked from"), Column("stream"),
+]  # fmt: skip
 
 
 # -- timeline ------------------------------------------------------------------------------------
@@ -184,6 +194,7 @@ def timeline_cmd(
         try:
             views = Views(log)
             head = log.head().seq
+            run_id = ids.run_id(views, run_id)
             if views.agent_run(run_id, at=head) is None:
                 raise click.UsageError(f"no agent run {run_id!r} in this log")
             if each:
@@ -234,6 +245,7 @@ def travel_cmd(db: str, run_id: str, at_text: str, as_json: bool) -> None:
     try:
         views = Views(log)
         head = log.head().seq
+        run_id = ids.run_id(views, run_id)
         _known_run(views, run_id, head)
         seq = parse_at(log, at_text)
         agent = views.agent_run(run_id, at=seq)
@@ -306,6 +318,7 @@ def diff_cmd(db: str, run_id: str, a_text: str, b_text: str, view: str, as_json:
     log = open_db(db)
     try:
         views = Views(log)
+        run_id = ids.run_id(views, run_id)
         _known_run(views, run_id, log.head().seq)
         a = parse_at(log, a_text, "--from")
         b = parse_at(log, b_text, "--to")

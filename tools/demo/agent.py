@@ -2,11 +2,18 @@
 
 It registers a run, reports progress, asks an operator for permission before each risky
 step, messages its peer, and finishes `done` (or `failed` when a permission was denied).
-Run it as `python -m tools.demo.agent --url http://127.0.0.1:PORT --run-id NAME --peer OTHER`;
+Run it as `python tools/demo/agent.py --url http://127.0.0.1:PORT --run-id NAME --peer OTHER`;
 the token is read from the FLIGHTLOG_RUN_TOKEN environment variable when set (never argv).
 """
 
 from __future__ import annotations
+
+import signal
+
+if __name__ == "__main__":
+    # Ctrl-C in the demo's terminal reaches this process too: end at once, without a traceback,
+    # even while the imports below still run (hence before them).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 import argparse
 import json

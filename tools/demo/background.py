@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from types import TracebackType
 from typing import Any
 
+from ..http import listen
+
 
 class BackgroundServer:
-    """Serves an ASGI app on 127.0.0.1 from a daemon thread; `url` is set once it listens."""
+    """Serves an ASGI app on 127.0.0.1 from a daemon thread; `url` is set once it listens.
+
+    The port is bound in the caller's thread by `start()`: a busy one raises PortInUseError there.
+    """
 
     def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0) -> None:
         import uvicorn
@@ -23,6 +29,8 @@ class BackgroundServer:
             lifespan="off",
             server_header=False,
         )
+        self._host, self._port = host, port
+        self._socket: socket.socket | None = None
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name="flightlog-http", daemon=True)
         self._ready = threading.Event()
@@ -42,7 +50,7 @@ class BackgroundServer:
         if not config.loaded:
             config.load()
         server.lifespan = config.lifespan_class(config)
-        await server.startup()
+        await server.startup(sockets=[self._socket] if self._socket is not None else None)
         if server.servers:
             host, port = server.servers[0].sockets[0].getsockname()[:2]
             self.url = f"http://{host}:{port}"
@@ -53,6 +61,7 @@ class BackgroundServer:
         await server.shutdown()
 
     def start(self, timeout: float = 30.0) -> str:
+        self._socket = listen(self._host, self._port)
         self._thread.start()
         if not self._ready.wait(timeout):
             raise RuntimeError("the HTTP server did not start in time")
@@ -62,7 +71,10 @@ class BackgroundServer:
 
     def stop(self) -> None:
         self._server.should_exit = True
-        self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        if self._socket is not None:
+            self._socket.close()
 
     def __enter__(self) -> BackgroundServer:
         self.start()

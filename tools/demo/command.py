@@ -25,7 +25,7 @@ from actors import (
 )
 from actors import ApprovalError as _ApprovalError
 
-from .._output import console, err_console
+from .._output import EXIT_INTERRUPTED, UsageFailure, console, err_console
 from .background import BackgroundServer
 
 POLICY = (
@@ -34,6 +34,8 @@ POLICY = (
 )
 TERMINAL = {"succeeded", "failed", "aborted"}
 DEADLINE = 120.0  # seconds --auto waits for every run before it gives up
+# The agent program, run as a file (stdlib only): it starts fast, and Ctrl-C ends it at once.
+AGENT = str(Path(__file__).with_name("agent.py"))
 
 
 class DemoReconciler:
@@ -94,7 +96,12 @@ def register(cli: click.Group) -> None:
 @click.command("demo")
 @click.option("--db", default="flightlog-demo.db", show_default=True, help="The demo database (recreated).")
 @click.option(
-    "--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="0: any free port."
+    "--port",
+    default=8765,
+    show_default=True,
+    envvar="FLIGHTLOG_DEMO_PORT",
+    type=click.IntRange(0, 65535),
+    help="0: any free port (also from $FLIGHTLOG_DEMO_PORT).",
 )
 @click.option("--auto", is_flag=True, help="Decide approvals by the stated policy, print the results, exit.")
 def demo_cmd(db: str, port: int, auto: bool) -> None:
@@ -110,34 +117,50 @@ def demo_cmd(db: str, port: int, auto: bool) -> None:
       flightlog demo --auto     # a one-minute tour that decides by policy and exits
     """
     path = Path(db)
+    try:
+        _demo(path, port, auto)
+    except KeyboardInterrupt:
+        # The agents (in this process group) got the same SIGINT and end quietly too.
+        err_console.print(f"stopped; the log so far is in {path} (flightlog audit {path})")
+        raise SystemExit(EXIT_INTERRUPTED) from None
+
+
+def _demo(path: Path, port: int, auto: bool) -> None:
+    from ..http import PortInUseError, create_app
+
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     operator_token = make_token()
     with System.open(str(path), approval_timeout=600.0) as system:
-        from ..http import create_app
-
         app = create_app(system, operator_token_sha256=token_digest(operator_token))
-        with BackgroundServer(app, port=port) as server:
+        try:
+            server = BackgroundServer(app, port=port).__enter__()
+        except PortInUseError as e:
+            raise UsageFailure(f"{e}: pass --port 0 for any free port, or another --port") from e
+        agents: list[Agent] = []
+        controller: Controller | None = None
+        try:
             console.print(f"[bold]flightlog demo[/] on [cyan]{path}[/]")
             console.print(f"console:        {server.url}/ui/")
             console.print(f"operator token: {operator_token}")
             agents = _start_agents(server.url)
-            try:
-                controller = _start_controller(system)
-                run_id = controller.send("Scale the web service to 3 replicas and tell me when it is done")
-                if not auto:
-                    console.print("waiting for you: approve or reject in the console; Ctrl-C to stop")
-                    _wait_for_person(agents, controller)
-                else:
-                    console.print(POLICY)
-                    _auto(system, agents, controller)
-                _report(system, run_id)
+            controller = _start_controller(system)
+            run_id = controller.send("Scale the web service to 3 replicas and tell me when it is done")
+            if not auto:
+                console.print("waiting for you: approve or reject in the console; Ctrl-C to stop")
+                _wait_for_person(agents, controller)
+            else:
+                console.print(POLICY)
+                _auto(system, agents, controller)
+            _report(system, run_id)
+        finally:  # also when the demo fails or is interrupted: no agent process outlives it
+            if controller is not None:
                 controller.close()
-            finally:  # also when the demo fails: no agent process outlives it
-                for agent in agents:
-                    if agent.proc.poll() is None:
-                        agent.proc.terminate()
-                    agent.proc.wait(timeout=10)
+            for agent in agents:
+                if agent.proc.poll() is None:
+                    agent.proc.terminate()
+                agent.proc.wait(timeout=10)
+            server.stop()
 
 
 class Agent(NamedTuple):
@@ -155,8 +178,7 @@ def _start_agents(url: str) -> list[Agent]:
                 subprocess.Popen(
                     [
                         sys.executable,
-                        "-m",
-                        "tools.demo.agent",
+                        AGENT,
                         "--url",
                         url,
                         "--run-id",
@@ -169,6 +191,8 @@ def _start_agents(url: str) -> list[Agent]:
                     env=env,
                     stdout=subprocess.PIPE,
                     text=True,
+                    # Out of the terminal's reach: Ctrl-C stops the demo, which ends them.
+                    start_new_session=True,
                 ),
             )
         )
@@ -176,7 +200,7 @@ def _start_agents(url: str) -> list[Agent]:
 
 
 def _start_controller(system: System) -> Controller:
-    harness = ReconcilingHarness(CommandHarness([sys.executable, "-m", "tools.demo.agent", "--harness"]))
+    harness = ReconcilingHarness(CommandHarness([sys.executable, AGENT, "--harness"]))
     controller = system.controller(harness, reconciler=DemoReconciler(), controller_id="demo")
     harness.controller = controller
     controller.start()
@@ -236,14 +260,12 @@ def _auto(system: System, agents: list[Agent], controller: Controller) -> None:
 
 
 def _wait_for_person(agents: list[Agent], controller: Controller) -> None:
-    try:
-        while True:
-            if _finished(agents, controller):
-                console.print("every run has finished; Ctrl-C to stop the server")
-                threading.Event().wait()
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        console.print("stopping")
+    """Until Ctrl-C (KeyboardInterrupt, which ends the demo with exit 130)."""
+    while True:
+        if _finished(agents, controller):
+            console.print("every run has finished; Ctrl-C to stop the server")
+            threading.Event().wait()
+        time.sleep(0.5)
 
 
 def _report(system: System, run_id: str) -> None:

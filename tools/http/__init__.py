@@ -4,11 +4,14 @@
 # tools.demo or tools.bench.
 
 from .app import create_app
+from .binding import PortInUseError, listen
 from .travel_reads import entry_from_dict, moment_from_dict, runs_from_payload
 
 __all__ = [
+    "PortInUseError",
     "create_app",
     "entry_from_dict",
+    "listen",
     "moment_from_dict",
     "runs_from_payload",
 ]
