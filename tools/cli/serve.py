@@ -58,7 +58,19 @@ def _serve(app: Any, host: str, port: int, access_log: bool, log_level: str) -> 
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
     )
     logging.getLogger("uvicorn.access").addFilter(_QueryFreeAccessLog())
+    _log_storage_incidents()
     Server(config).run()
+
+
+def _log_storage_incidents() -> None:
+    """Storage incidents (a full disk, a read-only file; and when they clear) go to stderr, one line each."""
+    storage = logging.getLogger("flightlog.storage")
+    if not storage.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        storage.addHandler(handler)
+        storage.setLevel(logging.WARNING)
+        storage.propagate = False
 
 
 def _operator_token_digest() -> str:
