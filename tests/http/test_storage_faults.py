@@ -37,7 +37,7 @@ def storage_lines(caplog: pytest.LogCaptureFixture) -> Iterator[Callable[[], lis
 
 
 def report(client: httpx.Client, token: str, summary: str = SUMMARY) -> httpx.Response:
-    return client.post("/report", json={"run_id": "r1", "token": token, "status": "ok", "summary": summary})
+    return client.post("/report", json={"run_id": "r1", "token": token, "state": "working", "payload": summary})
 
 
 def fill_up(client: httpx.Client, token: str) -> httpx.Response:
