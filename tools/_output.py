@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from eventlog import EventLog, EventLogError, Head, open_log
+from eventlog import EventLog, EventLogError, Head, StorageError, open_log
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -20,6 +20,42 @@ err_console = Console(stderr=True, highlight=False)
 EXIT_OK = 0
 EXIT_FOUND = 1  # the check ran and found a problem (verify, replay-check)
 EXIT_USAGE = 2
+# The database cannot be used: not a flightlog log, not a database, corrupt, unreadable, a
+# directory, a full disk, read-only where a write was needed. (3-7: approve/reject refusals.)
+EXIT_STORAGE = 8
+
+
+def storage_fault(exc: BaseException) -> StorageError | None:
+    """The StorageError behind `exc`: itself, or the first one along its causes."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, StorageError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+class StorageFailure(click.ClickException):
+    """A storage error as the CLI reports it: one line on stderr, exit EXIT_STORAGE."""
+
+    exit_code = EXIT_STORAGE
+
+
+class Commands(click.Group):
+    """A click group whose commands turn any storage error into one line and EXIT_STORAGE."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort, click.ClickException):
+            raise
+        except Exception as e:
+            fault = storage_fault(e)
+            if fault is None:
+                raise
+            raise StorageFailure(str(fault)) from None
 
 
 def emit_json(value: Any) -> None:
@@ -27,15 +63,26 @@ def emit_json(value: Any) -> None:
     sys.stdout.flush()
 
 
-def open_db(path: str, *, readonly: bool = False) -> EventLog:
-    """Open a database named on the command line, turning failures into a usage error."""
-    if not path.startswith(("postgresql://", "postgres://", ":memory:")):
+def open_db(path: str, *, readonly: bool = False, existing_log: bool = False) -> EventLog:
+    """Open a database named on the command line: a missing one is a usage error, one that
+    cannot be used a StorageFailure.
+
+    `readonly`: nothing is created, migrated or written (a file that is not a flightlog log
+    is refused unchanged). `existing_log`: a writable open that still refuses, unchanged, a
+    file that is not a flightlog log already.
+    """
+    is_file = not path.startswith(("postgresql://", "postgres://", ":memory:"))
+    if is_file:
         import os
 
         if not os.path.exists(path):
             raise click.UsageError(f"no database at {path!r}")
     try:
+        if existing_log and is_file and not readonly:
+            open_log(path, readonly=True).close()  # refuses, unchanged, what is not a log
         return open_log(path, readonly=readonly)
+    except StorageError as e:
+        raise StorageFailure(str(e)) from e
     except EventLogError as e:
         raise click.ClickException(str(e)) from e
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import click
 
 from .. import bench, demo
+from .._output import Commands
 from . import approvals, export, fork, log, serve, travel
 
 __all__ = ["cli", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="flightlog")
 def cli() -> None:
     """flightlog: a flight recorder and control tower for AI-agent runs.

@@ -73,7 +73,7 @@ def _decide(
         _decide_on_server(OperatorClient(server), approval_id, decision, actor, as_json)
         return
     assert db is not None
-    log = open_db(db)
+    log = open_db(db, existing_log=True)
     try:
         with System.open(log, scheduler=False) as system:
             try:

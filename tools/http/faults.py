@@ -25,23 +25,12 @@ from eventlog import (
     StorageError,
 )
 
+from .._output import storage_fault
 from .wire import WireError, json_error
 
 RETRY_AFTER = 5  # seconds a client is told to wait before trying again
 
 logger = logging.getLogger("flightlog.storage")
-
-
-def storage_fault(exc: BaseException) -> StorageError | None:
-    """The StorageError behind `exc`: itself, or the first one along its causes."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, StorageError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
 
 
 def fault_message(fault: StorageError) -> str:
