@@ -65,9 +65,12 @@ class ReadOnlyOpen:
                     "AND name IN ('events', '_sqlite_migrations')"
                 )
             }
-            ours = names == {"events", "_sqlite_migrations"} and conn.execute(
-                "SELECT 1 FROM _sqlite_migrations WHERE migration_set = ? LIMIT 1", (MIGRATION_SET,)
-            ).fetchone()
+            ours = (
+                names == {"events", "_sqlite_migrations"}
+                and conn.execute(
+                    "SELECT 1 FROM _sqlite_migrations WHERE migration_set = ? LIMIT 1", (MIGRATION_SET,)
+                ).fetchone()
+            )
         finally:
             conn.close()
         if not ours:
@@ -84,7 +87,7 @@ class ReadOnlyOpen:
                 return
             del _open_here[self.real]
             made = [s for s, had in self._had.items() if not had and os.path.exists(self.path + s)]
-            if not made or "-wal" in made and os.path.getsize(self.path + "-wal") > 0:
+            if not made or ("-wal" in made and os.path.getsize(self.path + "-wal") > 0):
                 return
             with contextlib.suppress(OSError), _exclusive(self.path):
                 for suffix in made:

@@ -49,8 +49,12 @@ class Commands(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.Abort, click.ClickException):
+        except (click.exceptions.Exit, click.Abort, click.UsageError, StorageFailure):
             raise
+        except click.ClickException as e:  # a command's own message, over a storage error or not
+            if storage_fault(e) is None:
+                raise
+            raise StorageFailure(e.message) from None
         except Exception as e:
             fault = storage_fault(e)
             if fault is None:

@@ -14,7 +14,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 
 import httpx
 import orjson
@@ -119,7 +118,7 @@ def test_a_frozen_server_does_not_stall_the_other(serve, database):  # noqa: F81
     )
     assert max(logged.values()) == 1, "a report was written twice"
     for reporter in (frozen, other):
-        mine = {s for s in logged if s.startswith(reporter._run_id + "-")}  # noqa: SLF001
+        mine = {s for s in logged if s.startswith(reporter._run_id + "-")}
         assert set(reporter.acked) <= mine, "an acknowledged report is missing"
         assert mine <= set(reporter.acked), "a report nobody acknowledged is in the log"
     assert a.client.get("/health").status_code == 200

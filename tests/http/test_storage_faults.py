@@ -33,11 +33,12 @@ def writer(system: System) -> sqlite3.Connection:
 @pytest.fixture
 def storage_lines(caplog: pytest.LogCaptureFixture) -> Iterator[Callable[[], list[str]]]:
     caplog.set_level(logging.WARNING, logger="flightlog.storage")
-    yield lambda: [r.getMessage() for r in caplog.records if r.name == "flightlog.storage"]
+    return lambda: [r.getMessage() for r in caplog.records if r.name == "flightlog.storage"]
 
 
 def report(client: httpx.Client, token: str, summary: str = SUMMARY) -> httpx.Response:
-    return client.post("/report", json={"run_id": "r1", "token": token, "state": "working", "payload": summary})
+    body = {"run_id": "r1", "token": token, "state": "working", "payload": summary}
+    return client.post("/report", json=body)
 
 
 def fill_up(client: httpx.Client, token: str) -> httpx.Response:
@@ -78,7 +79,8 @@ def test_a_full_database_is_a_503_until_it_has_room(client, register, writer, sy
     assert report(client, token, "roomy").status_code == 200
     assert client.post("/register", json={"run_id": "r2"}).status_code == 200
     lines = storage_lines()
-    assert len(lines) == 2 and "cleared" in lines[1], lines
+    assert len(lines) == 2, lines
+    assert "cleared" in lines[1]
     assert system.log.verify().ok
 
 
@@ -123,4 +125,5 @@ def test_a_server_on_a_full_disk_answers_503_and_recovers(tmpfs: Callable[..., P
     assert "Traceback" not in err, err
     faults = [line for line in server.stderr if "storage fault" in line]
     assert len(faults) == 2, faults
-    assert "disk full" in faults[0] and "cleared" in faults[1]
+    assert "disk full" in faults[0]
+    assert "cleared" in faults[1]

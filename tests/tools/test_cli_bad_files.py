@@ -164,7 +164,8 @@ def test_a_bad_file_is_one_line_and_a_storage_exit(db, tmp_path, kind, args):
     result = invoke(path, args, tmp_path)
     assert result.exit_code == EXIT_STORAGE, result.output
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("Error: ") and str(path) in line
+    assert line.startswith("Error: ")
+    assert str(path) in line
     if before is not None:
         assert path.read_bytes() == before
 

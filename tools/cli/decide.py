@@ -29,7 +29,7 @@ from eventlog import EventLogError
 from projections import ApprovalRow
 from projections.approvals import RECORDING
 
-from .._output import EXIT_USAGE, console, emit_json, err_console, open_db
+from .._output import EXIT_STORAGE, EXIT_USAGE, console, emit_json, err_console, open_db
 from .formats import SHORT_DIGEST, when
 from .remote import OperatorClient, error_of, one_target, server_option
 
@@ -43,13 +43,14 @@ EXIT_RECORDING = 7  # the requester is still recording it: try again shortly
 DECISION_EXITS = f"""\b
 Exit codes:
   0  decided (or, for a quorum approval, the vote was recorded)
-  1  another failure (the database could not be written, ...)
+  1  another failure
   {EXIT_USAGE}  usage error (no database at DB, no server at --server URL, a bad option)
   {EXIT_UNKNOWN}  no approval with that id
   {EXIT_DECIDED}  already decided: this attempt is refused and kept in the audit trail
   {EXIT_EXPIRED}  the approval expired before the decision
   {EXIT_DUPLICATE_VOTE}  NAME already approved this quorum approval
   {EXIT_RECORDING}  the request is still being recorded: try again in a moment
+  {EXIT_STORAGE}  the database cannot be used (not a flightlog log, damaged, full, read-only)
 """
 
 

@@ -77,9 +77,7 @@ class Incidents:
         with self._lock:
             if self._current == message:
                 self._since_seq = since
-        self._report(
-            f"flightlog: storage fault: {message} ({fault}); answering 503 until a write succeeds"
-        )
+        self._report(f"flightlog: storage fault: {message} ({fault}); answering 503 until a write succeeds")
 
     def succeeded(self) -> None:
         """After a request served without a fault: end the incident if a write got through since."""
