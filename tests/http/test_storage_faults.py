@@ -130,6 +130,9 @@ def test_a_server_on_a_full_disk_answers_503_and_recovers(tmpfs: Callable[..., P
     err = "".join(server.stderr)
     assert "Traceback" not in err, err
     faults = [line for line in server.stderr if "storage fault" in line]
-    assert len(faults) == 2, faults
-    assert "disk full" in faults[0]
-    assert "cleared" in faults[1]
+    # An incident starts and clears; filling may take two (small reports fit after a large one
+    # was refused), but the 20 refusals of a full disk add no line of their own.
+    assert 2 <= len(faults) <= 4, faults
+    assert all("disk full" in line for line in faults[0::2]), faults
+    assert all("cleared" in line for line in faults[1::2]), faults
+    assert "cleared" in faults[-1]
