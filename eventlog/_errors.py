@@ -10,6 +10,7 @@ EventLogError
 ├── ImportRefusedError      imported records do not continue the chain; the batch was not written
 └── StorageError            the database could not be opened, read or written
     ├── CorruptDatabaseError    not a database, or a damaged page
+    ├── NotALogError            a database, but not a flightlog log (read-only opens refuse it)
     ├── ReadOnlyDatabaseError   the file or its folder cannot be written
     └── DiskFullError           the disk filled up; the batch was rolled back
 """
@@ -98,6 +99,17 @@ class StorageError(EventLogError):
 
 class CorruptDatabaseError(StorageError):
     """Raised when the file is not a database or one of its pages is damaged."""
+
+
+class NotALogError(StorageError):
+    """Raised when a database opened read-only does not hold flightlog's schema; it is left unchanged."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "not a flightlog log")
+        self.args = (f"not a flightlog log: {path}",)
+
+    def __str__(self) -> str:
+        return f"not a flightlog log: {self.path}"
 
 
 class ReadOnlyDatabaseError(StorageError):

@@ -6,6 +6,7 @@ import functools
 import hashlib
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -53,6 +54,23 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
 ]
+# A writer that stops inside its transaction (a GC stall, a frozen VM, SIGSTOP) would hold the
+# writer row until it resumed: its session is ended by the server once it has sat idle in the
+# transaction this long, and a writer waiting for the row gives up after as long and tries
+# again. So no stalled writer holds the others for much longer than this (seconds).
+WRITER_STALL_BOUND = 2.0
+# How long one group of appends keeps trying again after an aborted or lock-timed-out write.
+WRITE_RETRY_FOR = 30.0
+# SQLSTATEs after which the whole write is tried again on a fresh connection: nothing of it
+# was committed, or, if COMMIT's answer was lost, its event ids find the stored records.
+_TRY_AGAIN = {
+    "25P03",  # idle_in_transaction_session_timeout: this writer stalled and its session ended
+    "55P03",  # lock_not_available: another writer stalled holding the row
+    "57P01",  # admin_shutdown
+    "40001",  # serialization_failure
+    "40P01",  # deadlock_detected
+}
+
 # pg_advisory_xact_lock key: serialises migrations of processes that open a log at once.
 _MIGRATION_LOCK = int.from_bytes(hashlib.sha256(b"flightlog migrations").digest()[:8], "big", signed=True)
 
@@ -82,6 +100,8 @@ class PostgresLog(SQLReads, EventLog):
         conn = self._writer or self._connector.connect()
         try:
             schema = self._existing_schema(conn) if readonly else migrate(conn)
+            if self._writer is not None:
+                bound_stalls(self._writer)
         except BaseException as e:
             conn.close()
             if isinstance(e, psycopg.Error):
@@ -126,18 +146,23 @@ class PostgresLog(SQLReads, EventLog):
     def _write_batch(self, batch: list[AppendRequest]) -> None:
         if self.readonly:
             raise ReadOnlyDatabaseError(self.url, "opened read-only")
+        deadline = time.monotonic() + WRITE_RETRY_FOR
         with self._write_lock:
-            try:
-                conn = self._live_writer()
-                with conn.transaction():
-                    write_group(conn, batch, self.clock, self._hasher, self._channel, self.url)
-            except BaseException as e:
-                for r in batch:
-                    r.result = None
-                    r.error = None
-                if isinstance(e, psycopg.Error):
-                    raise self._connector.translate(e) from e
-                raise
+            while True:
+                try:
+                    conn = self._live_writer()
+                    with conn.transaction():
+                        write_group(conn, batch, self.clock, self._hasher, self._channel, self.url)
+                    return
+                except BaseException as e:
+                    for r in batch:
+                        r.result = None
+                        r.error = None
+                    if not isinstance(e, psycopg.Error):
+                        raise
+                    if not _worth_retrying(e, self._writer) or time.monotonic() >= deadline:
+                        raise self._connector.translate(e) from e
+                    self._drop_writer()
 
     @contextmanager
     def _import_session(self, dry_run: bool) -> Iterator[ImportTarget]:
@@ -180,10 +205,15 @@ class PostgresLog(SQLReads, EventLog):
     def _live_writer(self) -> Conn:
         """The writer connection, replaced if the server dropped it while idle; hold _write_lock."""
         if self._writer is None or not usable(self._writer):
-            if self._writer is not None:
-                self._writer.close()
+            self._drop_writer()
             self._writer = self._connect_writer()
+            bound_stalls(self._writer)
         return self._writer
+
+    def _drop_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
     def _connect_writer(self) -> Conn:
         conn = self._connector.connect()
@@ -199,6 +229,21 @@ class PostgresLog(SQLReads, EventLog):
                 return cast(list[Row], conn.execute(query, params).fetchall())
         except psycopg.Error as e:
             raise self._connector.translate(e) from e
+
+
+def bound_stalls(conn: Conn) -> None:
+    """Set the writer session's own bounds on stalls, whatever the server's defaults (see above)."""
+    bound = f"{int(WRITER_STALL_BOUND * 1000)}ms"
+    for setting in ("idle_in_transaction_session_timeout", "lock_timeout"):
+        conn.execute("SELECT set_config(%s, %s, false)", (setting, bound))
+
+
+def _worth_retrying(exc: psycopg.Error, conn: Conn | None) -> bool:
+    """Whether a failed write may be tried again: the session ended or the lock timed out."""
+    if exc.sqlstate in _TRY_AGAIN:
+        return True
+    # No SQLSTATE and a dead connection: the server ended the session (or went away).
+    return exc.sqlstate is None and (conn is None or conn.closed or conn.broken)
 
 
 def write_group(

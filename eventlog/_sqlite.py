@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -22,6 +21,8 @@ from ._errors import (
 )
 from ._import import ImportTarget
 from ._log import EventLog
+from ._sqlite_ro import ReadOnlyOpen
+from ._sqlite_ro import uri as readonly_uri
 from ._sqlite_write import KnownVersions, write_fast, write_group
 from ._sqlreads import SQLReads
 
@@ -96,14 +97,25 @@ class SQLiteLog(SQLReads, EventLog):
             and not os.path.isdir(os.path.dirname(os.path.abspath(self.path)))
         ):
             raise StorageError(self.path, "its folder does not exist")
-        self._conn = self._connect(write=not readonly)
+        # A read-only open refuses a file that is not a log before it opens a connection to it.
+        self._ro = ReadOnlyOpen(self.path) if readonly and not self._memory else None
+        try:
+            if self._ro is not None:
+                self._ro.check_schema()
+            self._conn = self._connect(write=not readonly)
+        except BaseException as e:
+            if self._ro is not None:
+                self._ro.closed()
+            if isinstance(e, sqlite3.Error):
+                raise translate(e, self.path) from e
+            raise
         try:
             if not readonly:
                 self._migrate()
             else:
                 self._conn.execute("SELECT count(*) FROM events WHERE seq = 0").fetchone()
         except sqlite3.Error as e:
-            self._conn.close()
+            self._close_backend()
             raise translate(e, self.path) from e
 
     # -- connections -----------------------------------------------------------------------
@@ -112,11 +124,9 @@ class SQLiteLog(SQLReads, EventLog):
         conn: sqlite3.Connection | None = None
         try:
             if self.readonly:
-                uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
-                if _on_readonly_media(self.path):
-                    # A WAL database needs its -shm file, which cannot be created here; nothing
-                    # can change the file on read-only media, so SQLite may skip locking it.
-                    uri += "&immutable=1"
+                # A WAL database needs its -shm file, which cannot be created on read-only
+                # media; nothing can change the file there, so SQLite may skip locking it.
+                uri = readonly_uri(self.path, immutable=_on_readonly_media(self.path))
                 conn = sqlite3.connect(
                     uri, uri=True, isolation_level=None, check_same_thread=False, timeout=self._busy
                 )
@@ -252,6 +262,8 @@ class SQLiteLog(SQLReads, EventLog):
                 conn.close()
             self._readers.clear()
             self._idle_readers.clear()
+        if self._ro is not None:
+            self._ro.closed()
 
 
 # SQLite primary result codes (sqlite3.h).

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from eventlog import EventLog, EventLogError, Head, open_log
+from eventlog import EventLog, EventLogError, Head, StorageError, open_log
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -22,6 +22,9 @@ EXIT_OK = 0
 EXIT_FOUND = 1  # the check ran and found a problem (verify, replay-check)
 EXIT_USAGE = 2
 # 3-7: the refusals of `approve`/`reject` (tools/cli/decide.py)
+# The database cannot be used: not a flightlog log, not a database, corrupt, unreadable, a
+# directory, a full disk, read-only where a write was needed.
+EXIT_STORAGE = 8
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports it
 
 # Every exit code of the CLI, for `flightlog --help` and the README.
@@ -33,6 +36,8 @@ Exit codes:
        a busy port, a missing extra
   3-7  approve/reject refused: 3 no such approval, 4 already decided, 5 expired,
        6 a duplicate quorum vote, 7 still being recorded (see `flightlog approve --help`)
+  8    the database cannot be used: not a flightlog log, not a database, damaged,
+       unreadable, a directory, a full disk, read-only where a write was needed
   130  interrupted (Ctrl-C)
 """
 
@@ -49,20 +54,68 @@ def require_extra(module: str, extra: str, what: str) -> None:
         raise UsageFailure(f"{what} needs {module}, which is not installed: pip install 'flightlog[{extra}]'")
 
 
+def storage_fault(exc: BaseException) -> StorageError | None:
+    """The StorageError behind `exc`: itself, or the first one along its causes."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, StorageError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+class StorageFailure(click.ClickException):
+    """A storage error as the CLI reports it: one line on stderr, exit EXIT_STORAGE."""
+
+    exit_code = EXIT_STORAGE
+
+
+class Commands(click.Group):
+    """A click group whose commands turn any storage error into one line and EXIT_STORAGE."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort, click.UsageError, StorageFailure):
+            raise
+        except click.ClickException as e:  # a command's own message, over a storage error or not
+            if storage_fault(e) is None:
+                raise
+            raise StorageFailure(e.message) from None
+        except Exception as e:
+            fault = storage_fault(e)
+            if fault is None:
+                raise
+            raise StorageFailure(str(fault)) from None
+
+
 def emit_json(value: Any) -> None:
     sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
     sys.stdout.flush()
 
 
-def open_db(path: str, *, readonly: bool = False) -> EventLog:
-    """Open a database named on the command line, turning failures into a usage error."""
-    if not path.startswith(("postgresql://", "postgres://", ":memory:")):
+def open_db(path: str, *, readonly: bool = False, existing_log: bool = False) -> EventLog:
+    """Open a database named on the command line: a missing one is a usage error, one that
+    cannot be used a StorageFailure.
+
+    `readonly`: nothing is created, migrated or written (a file that is not a flightlog log
+    is refused unchanged). `existing_log`: a writable open that still refuses, unchanged, a
+    file that is not a flightlog log already.
+    """
+    is_file = not path.startswith(("postgresql://", "postgres://", ":memory:"))
+    if is_file:
         import os
 
         if not os.path.exists(path):
             raise click.UsageError(f"no database at {path!r}")
     try:
+        if existing_log and is_file and not readonly:
+            open_log(path, readonly=True).close()  # refuses, unchanged, what is not a log
         return open_log(path, readonly=readonly)
+    except StorageError as e:
+        raise StorageFailure(str(e)) from e
     except EventLogError as e:
         raise click.ClickException(str(e)) from e
 

@@ -10,14 +10,14 @@ from typing import Any
 import click
 
 from .. import bench, demo
-from .._output import EXIT_CODES, EXIT_INTERRUPTED
+from .._output import EXIT_CODES, EXIT_INTERRUPTED, Commands
 from . import approvals, export, fork, log, serve, travel
 
 __all__ = ["cli", "main"]
 
 
-class _Flightlog(click.Group):
-    """The group: Ctrl-C in any command ends it with exit 130 and one line, never a traceback."""
+class _Flightlog(Commands):
+    """The group: Ctrl-C ends any command with exit 130, a storage error with exit 8; one line each."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

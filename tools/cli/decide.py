@@ -29,7 +29,7 @@ from eventlog import EventLogError
 from projections import ApprovalRow
 from projections.approvals import RECORDING
 
-from .._output import EXIT_USAGE, console, emit_json, err_console, open_db
+from .._output import EXIT_STORAGE, EXIT_USAGE, console, emit_json, err_console, open_db
 from . import ids
 from .formats import SHORT_DIGEST, when
 from .remote import OperatorClient, error_of, one_target, server_option
@@ -44,13 +44,14 @@ EXIT_RECORDING = 7  # the requester is still recording it: try again shortly
 DECISION_EXITS = f"""\b
 Exit codes:
   0  decided (or, for a quorum approval, the vote was recorded)
-  1  another failure (the database could not be written, ...)
+  1  another failure
   {EXIT_USAGE}  usage error (no database at DB, no server at --server URL, a bad option)
   {EXIT_UNKNOWN}  no approval with that id
   {EXIT_DECIDED}  already decided: this attempt is refused and kept in the audit trail
   {EXIT_EXPIRED}  the approval expired before the decision
   {EXIT_DUPLICATE_VOTE}  NAME already approved this quorum approval
   {EXIT_RECORDING}  the request is still being recorded: try again in a moment
+  {EXIT_STORAGE}  the database cannot be used (not a flightlog log, damaged, full, read-only)
 """
 
 
@@ -74,7 +75,7 @@ def _decide(
         _decide_on_server(OperatorClient(server), approval_id, decision, actor, as_json)
         return
     assert db is not None
-    log = open_db(db)
+    log = open_db(db, existing_log=True)
     try:
         with System.open(log, scheduler=False) as system:
             approval_id = ids.approval_id(system.views, approval_id)

@@ -103,7 +103,7 @@ def fork_cmd(
         raise click.UsageError("--command, --prompt and --apply-recorded need --redrive")
     harness = _harness(command, prompt, apply_recorded) if then_redrive else None
     who = _who(actor)
-    log = open_db(db)
+    log = open_db(db, existing_log=True)
     try:
         seq = parse_at(log, at_text)
         run_id = ids.run_id(Views(log), run_id)
@@ -171,7 +171,7 @@ def redrive_cmd(
     """
     harness = _harness(command, prompt, apply_recorded)
     who = _who(actor)
-    log = open_db(db)
+    log = open_db(db, existing_log=True)
     try:
         fork_run_id = ids.run_id(Views(log), fork_run_id)
         done = _redrive(db, log, fork_run_id, harness, prompt, apply_recorded, approval_timeout, who)

@@ -10,7 +10,16 @@ import orjson
 
 from eventlog import EventLog, Head, Record, StreamNameError, VerifyResult
 
-from .._output import EXIT_FOUND, UsageFailure, console, emit_json, open_db, parse_anchor, progress
+from .._output import (
+    EXIT_FOUND,
+    UsageFailure,
+    console,
+    emit_json,
+    err_console,
+    open_db,
+    parse_anchor,
+    progress,
+)
 from .remote import OperatorClient, one_target, server_option
 
 
@@ -50,7 +59,7 @@ def events_cmd(db: str, stream: str | None, after: int, follow: bool, as_json: b
       flightlog events flightlog.db --stream run-42
       flightlog events flightlog.db --follow --json
     """
-    log = open_db(db)
+    log = open_db(db, readonly=True)
     records: Iterator[Record]
     try:
         if stream is not None:
@@ -159,15 +168,20 @@ def _verify_db(db: str, anchor: Head | None, quiet: bool) -> VerifyResult:
 def anchor_cmd(db: str, as_json: bool) -> None:
     """Print the log's head as `SEQ HASH`: keep it outside the database to catch truncation.
 
+    The whole chain is walked first: a log that is damaged or does not verify gets no anchor
+    (exit 1 when the chain is broken, 8 when the file cannot be read).
+
     \b
     Example:
       flightlog anchor flightlog.db > anchor.txt
     """
-    log = open_db(db, readonly=True)
-    try:
-        head = log.head()
-    finally:
-        log.close()
+    result = _verify_db(db, None, as_json)
+    if not result.ok or result.head is None:
+        err_console.print(
+            f"[red]BROKEN[/] at seq {result.first_bad_seq}: {result.reason}: no anchor for a broken chain"
+        )
+        raise SystemExit(EXIT_FOUND)
+    head = result.head
     if as_json:
         emit_json({"seq": head.seq, "hash": head.hash})
     else:

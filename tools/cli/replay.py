@@ -73,7 +73,7 @@ def replay_cmd(db: str, names: tuple[str, ...], no_store: bool, as_json: bool) -
       flightlog replay flightlog.db --view timeline --json
     """
     views = chosen_views(names)
-    log = open_db(db)
+    log = open_db(db, readonly=no_store, existing_log=True)
     try:
         store = None
         if not no_store:
@@ -148,7 +148,7 @@ def replay_check_cmd(db: str, golden: str | None, update_golden: bool, as_json: 
     """
     if update_golden and golden is None:
         raise click.UsageError("--update-golden needs --golden DIR")
-    log = open_db(db)
+    log = open_db(db, readonly=True)
     try:
         head = log.head().seq
         if update_golden:

@@ -63,7 +63,19 @@ def _serve(app: Any, sock: socket.socket, access_log: bool, log_level: str) -> N
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
     )
     logging.getLogger("uvicorn.access").addFilter(_QueryFreeAccessLog())
+    _log_storage_incidents()
     Server(config).run(sockets=[sock])
+
+
+def _log_storage_incidents() -> None:
+    """Storage incidents (a full disk, a read-only file; and when they clear) go to stderr, one line each."""
+    storage = logging.getLogger("flightlog.storage")
+    if not storage.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        storage.addHandler(handler)
+        storage.setLevel(logging.WARNING)
+        storage.propagate = False
 
 
 def _operator_token_digest() -> str:

@@ -112,7 +112,7 @@ def runs_cmd(db: str | None, server: str | None, at_text: str | None, wide: bool
         moment = _moment_at(seq, when)
     else:
         assert db is not None
-        log = open_db(db)
+        log = open_db(db, readonly=True)
         try:
             views = Views(log)
             seq = parse_at(log, at_text) if at_text is not None else log.head().seq
@@ -190,7 +190,7 @@ def timeline_cmd(
         moment = _moment_at(seq, when)
     else:
         assert db is not None
-        log = open_db(db)
+        log = open_db(db, readonly=True)
         try:
             views = Views(log)
             head = log.head().seq
@@ -241,7 +241,7 @@ def travel_cmd(db: str, run_id: str, at_text: str, as_json: bool) -> None:
       flightlog travel flightlog.db 7f3a… --at 1200
       flightlog travel flightlog.db 7f3a… --at 2026-01-01T10:42:07Z --json
     """
-    log = open_db(db)
+    log = open_db(db, readonly=True)
     try:
         views = Views(log)
         head = log.head().seq
@@ -315,7 +315,7 @@ def diff_cmd(db: str, run_id: str, a_text: str, b_text: str, view: str, as_json:
       flightlog diff flightlog.db 7f3a… --from 1200 --to 1450
       flightlog diff flightlog.db 7f3a… --from 1200 --to 1450 --view approval_history
     """
-    log = open_db(db)
+    log = open_db(db, readonly=True)
     try:
         views = Views(log)
         run_id = ids.run_id(views, run_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -15,6 +16,7 @@ from actors import System
 from .broker import POLL_TIMEOUT, BrokerRoutes
 from .console import ConsoleRoutes
 from .console_auth import ConsoleSessions
+from .faults import Incidents, StorageFaults
 from .openapi import openapi_document
 from .operator import OperatorRoutes
 from .wire import Endpoint, WireError, json_response, text_error
@@ -47,11 +49,14 @@ def create_app(
         *OperatorRoutes(system, operator_token_sha256, sessions).routes(),
         Route("/openapi.json", Endpoint(openapi, ("GET", "HEAD"))),
     ]
-    app = Starlette(routes=routes)
+    # Storage faults become 503s with their cause inside uvicorn's error handler, never a 500.
+    incidents = Incidents(system.log)
+    app = Starlette(routes=routes, middleware=[Middleware(StorageFaults, incidents=incidents)])
     # As the seed's ServeMux: `/register/` is not `/register`, and an unknown path is a plain 404.
     app.router.redirect_slashes = False
     app.router.default = _not_found
     app.state.system = system
+    app.state.storage_incidents = incidents
     return app
 
 
