@@ -109,7 +109,10 @@ class Conversations:
             raise RunNotFoundError(to_run_id)
         deadline = b.clock.now() + timedelta(seconds=self.ask_timeout)
         with self._lock:
-            if self._asks_me(to_run_id, from_run_id, fresh=False):
+            # A cached state may still hold an ask another process has closed: confirm from the log.
+            if self._asks_me(to_run_id, from_run_id, fresh=False) and self._asks_me(
+                to_run_id, from_run_id, fresh=True
+            ):
                 raise AskConflictError("mutual ask refused")
             state, _ = b.run_command(from_run_id, OpenAsk(message_id, to_run_id, raw, deadline))
             edge = find(state.asks, message_id)

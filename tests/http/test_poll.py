@@ -151,5 +151,5 @@ def test_concurrent_polls_of_one_run_share_its_messages_exactly_once(make_client
         t.start()
     for t in threads:
         t.join(20)
-    ids = [m["id"] for r in results for m in r]
+    ids = [m["id"] for r in results for m in r or []]  # an empty poll is null
     assert sorted(ids) == sorted(f"m{i}" for i in range(20))
