@@ -178,7 +178,10 @@ class Conversations:
                         continue  # taken or closed meanwhile: see how it ended
                     return AskOutcome(REPLIED, message_id, edge.reply_from, edge.reply_payload)
                 if b.clock.now() >= edge.deadline:
-                    b.run_command(run_id, ExpireAsk(message_id, edge.sent_at))
+                    _, expired = b.run_command(run_id, ExpireAsk(message_id, edge.sent_at))
+                    if expired:
+                        return AskOutcome(TIMEOUT, message_id)
+                    waiting = edge
                     continue
                 return edge
             assert waiting is not None
