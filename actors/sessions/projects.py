@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import orjson
@@ -86,7 +86,7 @@ class Projects:
     def list(self, user_id: str, agent_id: str, include_archived: bool = False) -> list[Project]:
         """The agent's projects owned by the user, in creation order."""
         self._authorize(user_id, agent_id)
-        return self._owned(user_id, agent_id, include_archived)
+        return list(self._owned(user_id, agent_id, include_archived))
 
     def update(
         self,
@@ -139,15 +139,16 @@ class Projects:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _owned(self, user_id: str, agent_id: str, include_archived: bool = False) -> list[Project]:
-        def owned(state: dict[str, Project]) -> list[Project]:
+    def _owned(self, user_id: str, agent_id: str, include_archived: bool = False) -> Sequence[Project]:
+        def owned(state: dict[str, Project]) -> Sequence[Project]:
             return [
                 p
                 for p in project_order(state)
                 if p.user_id == user_id and p.agent_id == agent_id and (include_archived or not p.archived)
             ]
 
-        return self._views.runner.read("projects", owned)
+        found: Sequence[Project] = self._views.runner.read("projects", owned)
+        return found
 
     def _authorize(self, user_id: str, agent_id: str) -> None:
         if self.authorize is not None:

@@ -18,7 +18,8 @@ SENT = AskSent(RID, "q", "b", '{"message":"?"}', DEADLINE, EARLIER)
 
 
 def test_an_ask_is_recorded_with_its_deadline() -> None:
-    given(REGISTERED).when(OpenAsk("q", "b", "{}", DEADLINE)).then(AskSent(RID, "q", "b", "{}", DEADLINE, NOW))
+    sent = AskSent(RID, "q", "b", "{}", DEADLINE, NOW)
+    given(REGISTERED).when(OpenAsk("q", "b", "{}", DEADLINE)).then(sent)
 
 
 def test_an_ask_needs_an_id_and_a_free_one() -> None:

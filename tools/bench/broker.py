@@ -208,7 +208,7 @@ def asks(team: list[Agent], count: int) -> list[float]:
     errors: list[BaseException] = []
 
     def answer() -> None:
-        creds = {"run_id": answerer.run_id, "token": answerer.token}
+        creds: dict[str, Any] = {"run_id": answerer.run_id, "token": answerer.token}
         try:
             while not stop.is_set():
                 status, body = answerer.conn.post("/poll-control", orjson.dumps(creds))
@@ -229,7 +229,7 @@ def asks(team: list[Agent], count: int) -> list[float]:
 
     thread = threading.Thread(target=answer, name="bench-answerer", daemon=True)
     thread.start()
-    creds = {"run_id": asker.run_id, "token": asker.token}
+    creds: dict[str, Any] = {"run_id": asker.run_id, "token": asker.token}
     samples = []
     try:
         for i in range(count):
@@ -242,7 +242,7 @@ def asks(team: list[Agent], count: int) -> list[float]:
                 raise click.ClickException(f"/send (ask) answered {status}")
             status, _ = asker.conn.post("/wait_reply", orjson.dumps({**creds, "waiting_for": f"ask-{i}"}))
             if status != 200:
-                raise click.ClickException(errors[0] if errors else f"/wait_reply answered {status}")
+                raise click.ClickException(str(errors[0]) if errors else f"/wait_reply answered {status}")
             samples.append(time.perf_counter() - start)
     finally:
         stop.set()

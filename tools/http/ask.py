@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import orjson
 from starlette.concurrency import run_in_threadpool
@@ -25,6 +25,8 @@ from .calls import refusals, wait_unless_disconnected
 from .wire import Endpoint, NoResponse, WireError, bearer_token, json_response, string_field
 
 T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
 Body = dict[str, Any]
 Authenticate = Callable[[Request], Awaitable[tuple[Body, bytes]]]
 
@@ -40,12 +42,12 @@ class JsonRefusal(Exception):
         self.response = json_response(body, status)
 
 
-def json_refusals(handler: Callable[..., Awaitable[Response | None]]) -> Callable[..., Awaitable[Any]]:
+def json_refusals(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R | Response]]:
     """The handler, with a JsonRefusal raised inside turned into its answer."""
 
-    async def wrapped(*args: Any) -> Response | None:
+    async def wrapped(*args: P.args, **kwargs: P.kwargs) -> R | Response:
         try:
-            return await handler(*args)
+            return await handler(*args, **kwargs)
         except JsonRefusal as e:
             return e.response
 
