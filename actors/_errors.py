@@ -14,6 +14,11 @@ ActorsError
 │   ├── DuplicateVoteError              the same actor approved a quorum approval twice
 │   └── QuorumPendingError              the vote counted; more distinct approvers are needed
 ├── BrokerError                     the broker refused an operation on a run
+│   ├── AskError                        an ask cannot be sent, answered, awaited or cancelled (.status)
+│   │   ├── AskConflictError                its message id is in use, or it would be a mutual ask (409)
+│   │   ├── AskInvalidError                 an ask without a message id (400; also ValueError)
+│   │   ├── AskNotFoundError                no pending ask with that id from that run (404; also LookupError)
+│   │   └── NotAskPartyError                the caller is not the ask's target, or not its sender (403)
 │   ├── ControlQueueFullError           the run's control queue is at its bound (HTTP 429)
 │   ├── RunAlreadyRegisteredError       create_run or /register on an existing run (HTTP 409)
 │   └── RunNotFoundError                no such run (also LookupError; HTTP 404)
@@ -305,6 +310,38 @@ class ContentionError(ActorsError):
 
 class BrokerError(ActorsError):
     """Raised when the broker refuses an operation on a run."""
+
+
+class AskError(BrokerError):
+    """Raised when an ask cannot be sent, answered, awaited or cancelled; `status` is its HTTP answer."""
+
+    status = 400
+
+
+class AskConflictError(AskError):
+    """Raised when an ask's message id is in use by its sender, or the target is asking the sender."""
+
+    status = 409
+
+
+class AskInvalidError(AskError, ValueError):
+    """Raised when an ask has no message id."""
+
+
+class AskNotFoundError(AskError, LookupError):
+    """Raised when the run has no pending ask with that message id."""
+
+    status = 404
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__("no pending ask for this message id")
+        self.message_id = message_id
+
+
+class NotAskPartyError(AskError):
+    """Raised when a reply does not come from the ask's target, or a wait is not its sender's."""
+
+    status = 403
 
 
 class RunNotFoundError(BrokerError, LookupError):

@@ -14,7 +14,7 @@ from ._aggregate import Refresh
 from ._directory import Directory
 from ._errors import ForkError
 from .approvals import ApprovalActor, ApprovalQueue
-from .broker import Broker
+from .broker import DEFAULT_ASK_TIMEOUT, Broker
 from .controller import (
     Controller,
     Reconciler,
@@ -52,6 +52,7 @@ class System:
         owns_log: bool = False,
         session_harness: HarnessSource | None = None,
         workspace: StrPath | None = None,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     ) -> None:
         self.log = log
         self.clock: Clock = clock or log.clock or SystemClock()
@@ -62,7 +63,7 @@ class System:
         self.approvals = ApprovalQueue(
             self._approval_actors, self.views, self.clock, timeout=approval_timeout, quorum=quorum
         )
-        self.broker = Broker(log, self.clock, self.approvals, self.views)
+        self.broker = Broker(log, self.clock, self.approvals, self.views, ask_timeout=ask_timeout)
         self.sessions = Sessions(log, self.clock, harness=session_harness, approvals=self.approvals)
         self.projects = Projects(log, self.clock, self.views, workspace=workspace)
         self.tool_overrides = ToolOverrides(log, self.clock)
@@ -93,12 +94,14 @@ class System:
         scheduler: bool = True,
         session_harness: HarnessSource | None = None,
         workspace: StrPath | None = None,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         **log_options: Any,
     ) -> System:
         """Open a System on a database path, ":memory:", a "postgresql://" URL, or an open log.
 
         `session_harness` runs the turns of `system.sessions` (a Harness, or a factory of one
-        per session); `workspace` is the directory under which projects live.
+        per session); `workspace` is the directory under which projects live; `ask_timeout`
+        is how many seconds an ask between runs waits for its reply.
         """
         if isinstance(target, EventLog):
             return cls(
@@ -109,6 +112,7 @@ class System:
                 scheduler=scheduler,
                 session_harness=session_harness,
                 workspace=workspace,
+                ask_timeout=ask_timeout,
             )
         log = open_log(target, clock=clock, **log_options)
         try:
@@ -121,6 +125,7 @@ class System:
                 owns_log=True,
                 session_harness=session_harness,
                 workspace=workspace,
+                ask_timeout=ask_timeout,
             )
         except BaseException:
             log.close()
@@ -238,7 +243,7 @@ class System:
         """Fire whatever is due now (approval deadlines); return how many fired."""
         if self._closed.is_set():
             return 0
-        return self.approvals.tick()
+        return self.approvals.tick() + self.broker.tick()
 
     def passivate(self) -> int:
         """Stop every idle actor (they refold from the log when next used); return how many."""

@@ -14,6 +14,15 @@ from ._events_approval import (
     ApprovalRequested,
     ApprovalVoted,
 )
+from ._events_ask import (
+    AskAnswered,
+    AskCancelled,
+    AskReplyTaken,
+    AskSent,
+    AskTimedOut,
+    AskWithdrawn,
+    RunInfoUpdated,
+)
 from ._events_controller import (
     AgentRunStarted,
     AgentRunStatusChanged,
@@ -65,6 +74,12 @@ __all__ = [
     "ApprovalPublished",
     "ApprovalRequested",
     "ApprovalVoted",
+    "AskAnswered",
+    "AskCancelled",
+    "AskReplyTaken",
+    "AskSent",
+    "AskTimedOut",
+    "AskWithdrawn",
     "BrokerReset",
     "ControlDelivered",
     "ControlQueued",
@@ -87,6 +102,7 @@ __all__ = [
     "RunDeleted",
     "RunFinished",
     "RunHeartbeat",
+    "RunInfoUpdated",
     "RunRegistered",
     "RunRegistrationRefreshed",
     "RunReplied",

@@ -11,6 +11,7 @@ from ._view import View, canonical, state_digest
 from ._views import GLOBAL_VIEWS, Views, default_views
 from .agent_runs import AgentRun, AgentRunsView
 from .approvals import ApprovalHistoryView, ApprovalRow, PendingApprovalsView, RefusedAttempt
+from .asks import AskRow, OpenAsksView, PeerInfo, PeersView
 from .projects import Project, ProjectsView
 from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow
 from .sessions import AgentActivityView, SessionRow, SessionsView, SessionTurn, TurnEvent
@@ -23,12 +24,16 @@ __all__ = [
     "AgentRunsView",
     "ApprovalHistoryView",
     "ApprovalRow",
+    "AskRow",
     "Change",
     "Checkpoints",
     "Diff",
     "FinishStatus",
     "FinishStatusView",
     "Mismatch",
+    "OpenAsksView",
+    "PeerInfo",
+    "PeersView",
     "PendingApprovalsView",
     "Project",
     "ProjectsView",

@@ -28,6 +28,7 @@ from .approvals import (
     history_order,
     pending_order,
 )
+from .asks import AskRow, OpenAsksView, PeerInfo, PeersView, ask_order
 from .projects import Project, ProjectsView, project_order
 from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow, registry_order
 from .sessions import (
@@ -53,6 +54,8 @@ GLOBAL_VIEWS = (
     "agent_runs",
     "sessions",
     "projects",
+    "open_asks",
+    "peers",
 )
 
 
@@ -68,6 +71,8 @@ def default_views() -> list[View]:
         SessionsView(),
         AgentActivityView(),
         ProjectsView(),
+        OpenAsksView(),
+        PeersView(),
     ]
 
 
@@ -210,6 +215,16 @@ class Views:
         state, _ = self._state("finish_status", at)
         row: FinishStatus | None = state.get(run_id)
         return row
+
+    def open_asks(self, at: At = None) -> list[AskRow]:
+        """Asks between runs not closed yet (answered ones too, until collected), oldest first."""
+        state, _ = self._state("open_asks", at)
+        return ask_order(state)
+
+    def peers(self, at: At = None) -> dict[str, PeerInfo]:
+        """Run id -> what the run says about itself (label, backend, model, dir, status)."""
+        state, _ = self._state("peers", at)
+        return dict(state)
 
     # -- the operator's runs and their timelines -------------------------------------------
 

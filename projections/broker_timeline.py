@@ -32,17 +32,26 @@ def _payload_text(payload: str | None) -> str:
     return payload
 
 
+ASK_ENDINGS = {
+    "AskReplyTaken": "collected",
+    "AskCancelled": "cancelled",
+    "AskTimedOut": "timed out",
+    "AskWithdrawn": "withdrawn",
+}
+
+
 def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
     """The entries of one broker run's stream (its records in version order)."""
     entries: list[TimelineEntry] = []
     permissions: dict[str, int] = {}
+    asks: dict[str, str] = {}  # open ask id -> the run asked
     for r in records:
         d = r.data
         at: datetime = r.recorded_at
         eid = f"{r.stream}@{r.version}"
         t = r.type
         if t == "RunRegistered":
-            entries, permissions = [], {}
+            entries, permissions, asks = [], {}, {}
             entries.append(
                 TimelineEntry(eid, "notice", at, text=f"Run {d['run_id']} registered", status="registered")
             )
@@ -110,6 +119,30 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     text=_payload_text(d["payload"]),
                     status="reply",
                 )
+            )
+        elif t == "AskSent":
+            asks[d["message_id"]] = d["to_run_id"]
+            entries.append(
+                TimelineEntry(
+                    eid, "message", at, role="outbound", name=d["to_run_id"],
+                    text=_payload_text(d["payload"]), detail=d["message_id"], status="ask",
+                )
+            )  # fmt: skip
+        elif t == "AskAnswered":
+            entries.append(
+                TimelineEntry(
+                    eid, "message", at, role="inbound", name=d["from_run_id"],
+                    text=_payload_text(d["payload"]), detail=d["message_id"], status="answer",
+                )
+            )  # fmt: skip
+        elif t in ASK_ENDINGS:
+            how = ASK_ENDINGS[t]
+            who = asks.pop(d["message_id"], "")
+            text = f"Ask {d['message_id']} to {who} {how}" + (
+                f" ({d['reason']})" if t == "AskWithdrawn" else ""
+            )
+            entries.append(
+                TimelineEntry(eid, "notice", at, name=who, text=text, detail=d["message_id"], status=how)
             )
         elif t == "RunFinished":
             entries.append(

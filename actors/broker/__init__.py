@@ -12,7 +12,9 @@ from .agents import (
     wrap_channel,
     xml_escape,
 )
+from .asks import AskOutcome
 from .broker import Broker, tool_risk
+from .conversation import DEFAULT_ASK_TIMEOUT
 from .model import (
     AgentMessage,
     ControlMessage,
@@ -27,8 +29,10 @@ from .model import (
 )
 
 __all__ = [
+    "DEFAULT_ASK_TIMEOUT",
     "AgentEvent",
     "AgentMessage",
+    "AskOutcome",
     "Broker",
     "ControlMessage",
     "Envelope",

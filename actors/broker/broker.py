@@ -18,7 +18,7 @@ from eventlog import Clock, EventLog, Record
 from eventlog.events import BrokerReset
 from projections import Views
 
-from .._aggregate import Execute, GetState
+from .._aggregate import Execute, GetState, Refresh
 from .._directory import Directory
 from .._errors import (
     ApprovalExpiredError,
@@ -28,6 +28,8 @@ from .._errors import (
     RunNotFoundError,
 )
 from ..approvals import ApprovalQueue, ApprovalRequest
+from .asks import AskOutcome
+from .conversation import DEFAULT_ASK_TIMEOUT, Conversations
 from .model import (
     FINISH_KINDS,
     ControlMessage,
@@ -74,6 +76,7 @@ class Broker:
         views: Views,
         *,
         queue_limit: int = DEFAULT_QUEUE_LIMIT,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     ) -> None:
         self.log = log
         self.views = views
@@ -84,7 +87,9 @@ class Broker:
         # tells an actor to refresh only about records it has not seen. An actor writes its
         # own entry after its state moved; a stale entry is only ever too low.
         self._seen: dict[str, int] = {}
-        self._dir = Directory(lambda id: RunActor.start(log, clock, id, self._signal, self._seen))
+        self.conversations = Conversations(self, ask_timeout)
+        asked = self.conversations.subscribers.signal
+        self._dir = Directory(lambda id: RunActor.start(log, clock, id, self._signal, self._seen, asked))
         self._issued: dict[str, str] = {}  # run id -> raw token, for tokens issued here
         self._lock = threading.Lock()
         self._listeners: dict[str, set[Callable[[], object]]] = {}
@@ -233,6 +238,38 @@ class Broker:
         for fn in fns:
             fn()
 
+    # -- conversations between runs (asks and their replies) --------------------------------
+
+    def ask(self, from_run_id: str, to_run_id: str, message_id: str, payload: Any) -> None:
+        """Ask another run: the payload goes to its queue, and its one reply is awaited by id."""
+        self.conversations.ask(from_run_id, to_run_id, message_id, payload)
+
+    def answer(self, from_run_id: str, to_run_id: str, reply_to: str, payload: Any) -> str:
+        """Reply to `to_run_id`'s ask `reply_to`: "" when routed to it, else the fire-and-forget note."""
+        return self.conversations.reply(from_run_id, to_run_id, reply_to, payload)
+
+    def wait_reply(
+        self, run_id: str, message_id: str, timeout: float | None = None, stop: threading.Event | None = None
+    ) -> AskOutcome | None:
+        """Block until the run's ask is answered, cancelled or timed out; None if `timeout` passed first."""
+        return self.conversations.wait_reply(run_id, message_id, timeout, stop)
+
+    def cancel_message(self, run_id: str, message_id: str) -> None:
+        """Cancel the run's pending ask (a waiter gets `cancelled`); AskNotFoundError if none."""
+        self.conversations.cancel(run_id, message_id)
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every registered run for peer discovery: id, label, backend, model, dir, status, last seen."""
+        return self.conversations.sessions()
+
+    def update_session_info(self, run_id: str, **info: str) -> None:
+        """Record what the run says about itself: label, backend, model, dir, status."""
+        self.conversations.update_info(run_id, **info)
+
+    def tick(self) -> int:
+        """Time out the asks past their deadline; return how many."""
+        return self.conversations.tick()
+
     # -- ingestion -------------------------------------------------------------------------
 
     def ingest(self, run_id: str, kind: str, payload: Any) -> None:
@@ -344,6 +381,16 @@ class Broker:
 
     # -- plumbing --------------------------------------------------------------------------
 
+    def run_state(self, run_id: str, *, fresh: bool = False) -> RunState:
+        """The run's decision state; `fresh` folds whatever any process committed first."""
+        if fresh and _storable(run_id) and self.exists(run_id):
+            self._dir.ask(run_id, Refresh())
+        return self._state(run_id)
+
+    def run_command(self, run_id: str, command: object) -> tuple[RunState, list[Record]]:
+        """Decide and record a command of the run's aggregate (RunNotFoundError if it is absent)."""
+        return self._exec(run_id, command)
+
     def _state(self, run_id: str) -> RunState:
         if not _storable(run_id):
             return RunState(run_id)
@@ -366,12 +413,12 @@ class Broker:
 
     def on_record(self, record: Record) -> None:
         """Follower hook: another writer appended to a run stream."""
-        from .._aggregate import Refresh
-
         if self._seen.get(record.stream_id, 0) < record.version:
             self._dir.tell_if_running(record.stream_id, Refresh(record.version))
         if record.type == "ControlQueued":
             self._signal(record.stream_id)
+        elif record.type.startswith("Ask"):
+            self.conversations.subscribers.signal(record.stream_id)
 
     def passivate(self) -> int:
         return self._dir.passivate()

@@ -27,10 +27,17 @@ class RunActor(AggregateActor[RunState]):
     """A run's actor; `seen[id]` is the version it has reached, for the follower to read."""
 
     def __init__(
-        self, log: EventLog, clock: Clock, id: str, on_queued: Callable[[str], object], seen: dict[str, int]
+        self,
+        log: EventLog,
+        clock: Clock,
+        id: str,
+        on_queued: Callable[[str], object],
+        seen: dict[str, int],
+        on_asked: Callable[[str], object] | None = None,
     ) -> None:
         super().__init__(log, clock, RUNS, id)
         self._on_queued = on_queued
+        self._on_asked = on_asked
         self._seen = seen
 
     @staticmethod
@@ -68,6 +75,8 @@ class RunActor(AggregateActor[RunState]):
         self._seen[self.id] = self.version
         if any(r.type == "ControlQueued" for r in records):
             self._on_queued(self.id)
+        if self._on_asked is not None and any(r.type.startswith("Ask") for r in records):
+            self._on_asked(self.id)
 
     def on_stop(self) -> None:
         self._seen.pop(self.id, None)

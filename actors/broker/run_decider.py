@@ -18,6 +18,7 @@ from eventlog.events import (
     RunDeleted,
     RunFinished,
     RunHeartbeat,
+    RunInfoUpdated,
     RunRegistered,
     RunRegistrationRefreshed,
     RunReplied,
@@ -26,6 +27,7 @@ from eventlog.events import (
 
 from .._aggregate import Decision
 from .._errors import ControlQueueFullError, RunAlreadyRegisteredError, RunNotFoundError
+from .asks import ASK_COMMANDS, ASK_EVENTS, AskEdge, Closure, decide_ask, evolve_ask
 from .model import ControlMessage, make_token
 
 
@@ -41,6 +43,8 @@ class RunState:
     last_finish_status: str = ""
     permissions: tuple[tuple[str, str], ...] = ()  # (request_id, approval_id), oldest first
     decided: frozenset[str] = frozenset()  # approval ids whose answer is recorded
+    asks: tuple[AskEdge, ...] = ()  # this run's open asks, oldest first
+    closed: tuple[Closure, ...] = ()  # how its last asks ended, for waiters
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -108,6 +112,15 @@ class RecordPermissionDecision:
 
 
 @dataclass(frozen=True, slots=True)
+class UpdateInfo:
+    label: str
+    backend: str
+    model: str
+    dir: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteRun:
     reason: str
 
@@ -128,6 +141,10 @@ def decide(state: RunState, c: object, now: datetime) -> Decision:
         return Decision(error=RunNotFoundError(rid))
     if isinstance(c, Heartbeat):
         return Decision([RunHeartbeat(rid, now)])
+    if isinstance(c, ASK_COMMANDS):
+        return decide_ask(state.asks, rid, c, now)
+    if isinstance(c, UpdateInfo):
+        return Decision([RunInfoUpdated(rid, c.label, c.backend, c.model, c.dir, c.status, now)])
     if isinstance(c, QueueControl):
         if c.limit and len(state.queue) >= c.limit:
             return Decision(error=ControlQueueFullError(rid, c.limit))
@@ -179,6 +196,9 @@ def evolve(state: RunState, e: Event) -> RunState:
         return dataclasses.replace(state, permissions=(*state.permissions, (e.request_id, e.approval_id)))
     if isinstance(e, PermissionDecided):
         return dataclasses.replace(state, decided=state.decided | {e.approval_id})
+    if isinstance(e, ASK_EVENTS):
+        asks, closed = evolve_ask(state.asks, state.closed, e)
+        return dataclasses.replace(state, asks=asks, closed=closed)
     return state
 
 

@@ -349,9 +349,8 @@ def _ingest(state: ControllerState, ev: HarnessEvent, now: datetime) -> Step:
         failed = dataclasses.replace(run, status=FAILED, can_abort=False)
         reason = str(ev.data.get("message") or ev.data.get("reason") or ev.type)
         evs = (recorded, AgentRunStatusChanged(run.id, FAILED, reason, now))
-        if run.status == ABORTING:
-            # The abort is in flight: the failure stands, the phase waits for the abort to end.
-            return Step(dataclasses.replace(state, run=failed), evs, (run.id, FAILED, now))
+        # During an abort too (seed §2.2): the failure ends the run, persisting then idle; the
+        # abort's late acknowledgement finds the run no longer aborting and changes nothing.
         return Step(dataclasses.replace(state, run=failed, phase=PERSISTING), evs, (run.id, FAILED, now))
     return Step(state, (recorded,))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import orjson
@@ -86,15 +86,7 @@ class Projects:
     def list(self, user_id: str, agent_id: str, include_archived: bool = False) -> list[Project]:
         """The agent's projects owned by the user, in creation order."""
         self._authorize(user_id, agent_id)
-
-        def owned(state: dict[str, Project]) -> list[Project]:
-            return [
-                p
-                for p in project_order(state)
-                if p.user_id == user_id and p.agent_id == agent_id and (include_archived or not p.archived)
-            ]
-
-        return self._views.runner.read("projects", owned)
+        return list(self._owned(user_id, agent_id, include_archived))
 
     def update(
         self,
@@ -128,7 +120,10 @@ class Projects:
     # -- the runtime's resolver and ensurer ------------------------------------------------
 
     def ensure(self, agent_id: str, user_id: str) -> str:
-        """The id of the (agent, user) default project, created with its workspace if missing."""
+        """The pair's project: the first one listed, or else a default one created with its workspace."""
+        existing = self._owned(user_id, agent_id)
+        if existing:
+            return existing[0].id
         home = self._agent_root(user_id, agent_id)
         project_id = default_project_id(agent_id, user_id)
         command = CreateProject(user_id, agent_id, DEFAULT_PROJECT_NAME, home, is_default=True)
@@ -143,6 +138,17 @@ class Projects:
         return state.base_dir
 
     # -- plumbing --------------------------------------------------------------------------
+
+    def _owned(self, user_id: str, agent_id: str, include_archived: bool = False) -> Sequence[Project]:
+        def owned(state: dict[str, Project]) -> Sequence[Project]:
+            return [
+                p
+                for p in project_order(state)
+                if p.user_id == user_id and p.agent_id == agent_id and (include_archived or not p.archived)
+            ]
+
+        found: Sequence[Project] = self._views.runner.read("projects", owned)
+        return found
 
     def _authorize(self, user_id: str, agent_id: str) -> None:
         if self.authorize is not None:

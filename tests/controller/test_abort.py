@@ -164,10 +164,38 @@ def test_a_successful_abort_does_not_overwrite_a_failure_that_arrived_meanwhile(
     ctrl.abort()
     assert ctrl.run().status == "failed"
     assert [(r, s) for r, s, _ in seen] == [(run_id, "failed")]
-    assert ctrl.status() == "aborting"  # still waiting for the turn's idle
+    assert ctrl.status() == "idle"  # the failure went through persisting to idle
     harness.emit("session.idle", run_id)
     assert ctrl.status() == "idle"
     assert ctrl.run().status == "failed"
+
+
+def test_a_session_error_during_an_abort_fails_the_run_and_the_late_acknowledgement_changes_nothing(
+    ctrl, harness, system
+):
+    # Given a run being aborted, whose harness reports a session.error before the abort returns,
+    seen = statuses_of(ctrl)
+    run_id = ctrl.send("hello")
+    phases: list[str] = []
+
+    def error_then_look(rid):
+        harness.emit("session.error", rid, message="crashed")
+        phases.append(ctrl.status())
+        phases.append(ctrl.run().status)
+
+    harness.on_abort = error_then_look
+    # when the abort's acknowledgement arrives after it,
+    ctrl.abort()
+    # then the run is failed, the controller went through persisting to idle before the
+    # acknowledgement, and the acknowledgement changed nothing: no `aborted`, still idle.
+    assert phases == ["idle", "failed"]
+    assert ctrl.run().status == "failed"
+    assert ctrl.status() == "idle"
+    assert [(r, s) for r, s, _ in seen] == [(run_id, "failed")]
+    statuses = [e.status for e in recorded(system, AgentRunStatusChanged) if e.run_id == run_id]
+    assert statuses == ["running", "aborting", "failed"]
+    # New work is admitted at once.
+    assert ctrl.send("again") != run_id
 
 
 def test_a_failing_abort_after_close_changes_nothing(ctrl, harness):

@@ -19,7 +19,7 @@ from .conftest import TEST_POLL_TIMEOUT
 def test_an_empty_poll_waits_for_its_timeout(client, register):
     token = register("a")
     started = time.monotonic()
-    assert client.post("/poll-control", json={"run_id": "a", "token": token}).json() == []
+    assert client.post("/poll-control", json={"run_id": "a", "token": token}).json() is None
     assert time.monotonic() - started >= TEST_POLL_TIMEOUT
 
 
@@ -151,5 +151,5 @@ def test_concurrent_polls_of_one_run_share_its_messages_exactly_once(make_client
         t.start()
     for t in threads:
         t.join(20)
-    ids = [m["id"] for r in results for m in r]
+    ids = [m["id"] for r in results for m in r or []]  # an empty poll is null
     assert sorted(ids) == sorted(f"m{i}" for i in range(20))

@@ -282,3 +282,44 @@ def test_a_server_whose_connections_the_database_dropped_keeps_serving_and_follo
     assert [(m["id"], m["payload"]) for m in received] == [("m1", {"n": 1})]
     assert [r["run_id"] for r in operator_get(a, "/api/v1/runs")["runs"]] == ["agent"]
     assert operator_get(a, "/api/v1/verify")["ok"] is True
+
+
+# -- asks between runs ----------------------------------------------------------------------
+
+
+def test_a_reply_through_one_server_wakes_the_asker_waiting_on_the_other(servers):
+    a, b = servers
+    asker, target = f"asker-{uuid.uuid4().hex[:8]}", f"target-{uuid.uuid4().hex[:8]}"
+    asker_token, target_token = register(a, asker), register(b, target)
+    ask = {"run_id": asker, "token": asker_token, "from_run_id": asker, "to_run_id": target}
+    ask |= {"type": "agent_message", "payload": {"id": "q-1", "message": "ready?", "expects_reply": True}}
+    assert a.client.post("/send", json=ask).json() == {
+        "expects_reply": True,
+        "message_id": "q-1",
+        "queued": True,
+    }
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(
+            a.client.post, "/wait_reply", json={"run_id": asker, "token": asker_token, "waiting_for": "q-1"}
+        )
+        [question] = [
+            m for m in poll_until(b, target, target_token, "agent_message") if m["type"] == "agent_message"
+        ]
+        assert question["payload"]["id"] == "q-1"
+        # The asker's stream was written by server A; server B routes the reply into it.
+        reply = {"run_id": target, "token": target_token, "from_run_id": target, "to_run_id": asker}
+        reply |= {"type": "agent_message", "payload": {"reply_to": "q-1", "message": "yes"}}
+        assert b.client.post("/send", json=reply).json() == {"queued": True, "reply_to": "q-1"}
+        got = waiting.result(TIMEOUT)
+    assert got.status_code == 200, got.text
+    assert got.json() == {
+        "from_run_id": target,
+        "message_id": "q-1",
+        "payload": {"reply_to": "q-1", "message": "yes"},
+    }
+    # The mutual guard holds across servers: once the target asks back through B, A refuses the reverse.
+    back = {"run_id": target, "token": target_token, "from_run_id": target, "to_run_id": asker}
+    back |= {"type": "agent_message", "payload": {"id": "q-2", "expects_reply": True}}
+    assert b.client.post("/send", json=back).status_code == 200
+    again = ask | {"payload": {"id": "q-3", "expects_reply": True}}
+    assert a.client.post("/send", json=again).json() == {"error": "mutual ask refused"}

@@ -189,6 +189,7 @@ def test_projects_survive_closing_and_reopening_the_system(open_system, workspac
     gone = first.projects.create("alice", "main", "tmp", f"{root(workspace)}/tmp")
     first.projects.delete("alice", "main", gone.id)
     default = first.projects.ensure("main", "alice")
+    assert default == made.id  # the pair's first project, not a new default one
     listed = first.projects.list("alice", "main")
     first.close()
 
@@ -198,7 +199,7 @@ def test_projects_survive_closing_and_reopening_the_system(open_system, workspac
     assert second.projects.ensure("main", "alice") == default
     with pytest.raises(ProjectNotFoundError):
         second.projects.get("alice", "main", gone.id)
-    assert project_events(second).count("ProjectCreated") == 3
+    assert project_events(second).count("ProjectCreated") == 2
 
 
 def test_changes_by_another_system_are_decided_on_here(open_system, workspace):
@@ -207,7 +208,24 @@ def test_changes_by_another_system_are_decided_on_here(open_system, workspace):
     there.projects.update("alice", "main", made.id, name="renamed")
     # This process still caches "site": renaming back must not pass for "no change".
     assert here.projects.update("alice", "main", made.id, name="site").name == "site"
+    assert here.projects.ensure("main", "alice") == made.id
+    there.projects.delete("alice", "main", made.id)
+    # The pair has no project left once here has heard of the delete: ensure makes the default one.
+    here.views.catch_up()
     pid = here.projects.ensure("main", "alice")
-    there.projects.delete("alice", "main", pid)
-    assert here.projects.ensure("main", "alice") == pid
+    assert pid == default_project_id("main", "alice")
     assert there.projects.get("alice", "main", pid).is_default
+
+
+def test_ensure_returns_the_pairs_existing_project_the_first_one_listed(system, workspace):
+    # Given the pair already has two projects, neither of them the default one,
+    first = system.projects.create("alice", "main", "site", f"{root(workspace)}/site")
+    system.projects.create("alice", "main", "docs", f"{root(workspace)}/docs")
+    before = project_events(system)
+    # when the runtime ensures the pair's project,
+    ensured = system.projects.ensure("main", "alice")
+    # then it is the first one listed, and nothing is created.
+    assert ensured == first.id == system.projects.list("alice", "main")[0].id
+    assert project_events(system) == before
+    # Another pair with none gets one created.
+    assert system.projects.ensure("main", "bob") == default_project_id("main", "bob")

@@ -24,6 +24,8 @@ def test_quick_json_reports_every_figure(tmp_path):
         "delivery.p50_ms",
         "delivery.p99_ms",
         "delivery.max_ms",
+        "ask.p50_ms",
+        "ask.p99_ms",
     }
     for name, value in figures.items():
         assert value > 0, name

@@ -10,6 +10,9 @@ to it over loopback, one keep-alive connection each:
 - **delivery**: every agent long-polls `/poll-control`; one pusher sends a message to each
   agent in turn over `/push-control` (operator Bearer token) and times push → the poll's
   answer holding it, one message in flight at a time.
+- **asks**: one agent asks another (`/send` with `expects_reply`) and waits in `/wait_reply`;
+  the other long-polls, and answers each ask with a reply (`/send` with `reply_to`). Timed
+  from the ask to the wait's answer, one ask in flight at a time.
 - **raw**: raw sqlite3 inserting one row per transaction into the same schema, in the same
   run: the durable-commit rate the server is measured against.
 """
@@ -198,6 +201,57 @@ def delivery(team: list[Agent], operator: Connection, pushes: int) -> list[float
             thread.join(WAIT)
 
 
+def asks(team: list[Agent], count: int) -> list[float]:
+    """Seconds from each ask to its reply in /wait_reply, between two agents of `team`."""
+    asker, answerer = team[0], team[1]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def answer() -> None:
+        creds: dict[str, Any] = {"run_id": answerer.run_id, "token": answerer.token}
+        try:
+            while not stop.is_set():
+                status, body = answerer.conn.post("/poll-control", orjson.dumps(creds))
+                if status != 200:
+                    raise click.ClickException(f"/poll-control answered {status}")
+                for m in orjson.loads(body) or []:
+                    question = m.get("payload") or {}
+                    if m["type"] != "agent_message" or not question.get("expects_reply"):
+                        continue
+                    reply = {"reply_to": question["id"], "message": "yes"}
+                    sent = {**creds, "from_run_id": answerer.run_id, "to_run_id": asker.run_id}
+                    sent |= {"type": "agent_message", "payload": reply}
+                    status, _ = answerer.conn.post("/send", orjson.dumps(sent))
+                    if status != 200:
+                        raise click.ClickException(f"/send (reply) answered {status}")
+        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread below
+            errors.append(e)
+
+    thread = threading.Thread(target=answer, name="bench-answerer", daemon=True)
+    thread.start()
+    creds: dict[str, Any] = {"run_id": asker.run_id, "token": asker.token}
+    samples = []
+    try:
+        for i in range(count):
+            question = {"id": f"ask-{i}", "message": "ready?", "expects_reply": True}
+            body = {**creds, "from_run_id": asker.run_id, "to_run_id": answerer.run_id}
+            body |= {"type": "agent_message", "payload": question}
+            start = time.perf_counter()
+            status, _ = asker.conn.post("/send", orjson.dumps(body))
+            if status != 200:
+                raise click.ClickException(f"/send (ask) answered {status}")
+            status, _ = asker.conn.post("/wait_reply", orjson.dumps({**creds, "waiting_for": f"ask-{i}"}))
+            if status != 200:
+                raise click.ClickException(str(errors[0]) if errors else f"/wait_reply answered {status}")
+            samples.append(time.perf_counter() - start)
+    finally:
+        stop.set()
+        thread.join(WAIT)
+    if errors:
+        raise errors[0]
+    return samples
+
+
 # -- the run -----------------------------------------------------------------------------------
 
 
@@ -219,6 +273,8 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
             rates.append(report_round(team, operator, sizes.reports, sizes.seconds))
         advance("delivery")
         latencies = delivery(team, operator, sizes.pushes)
+        advance("asks")
+        round_trips = asks(team, sizes.pushes)
     ms = 1000.0
     figures = {
         "reports.durable_per_s": round(max(rates), 1),
@@ -227,6 +283,8 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
         "delivery.p50_ms": round(percentile(latencies, 50) * ms, 3),
         "delivery.p99_ms": round(percentile(latencies, 99) * ms, 3),
         "delivery.max_ms": round(max(latencies) * ms, 3),
+        "ask.p50_ms": round(percentile(round_trips, 50) * ms, 3),
+        "ask.p99_ms": round(percentile(round_trips, 99) * ms, 3),
     }
     rate, p99 = figures["reports.durable_per_s"], figures["delivery.p99_ms"]
     return {
@@ -279,6 +337,8 @@ def _report(result: dict[str, Any]) -> None:
     table.add_row("push → poll answer p50 (ms)", f"{fig['delivery.p50_ms']:.2f}")
     table.add_row("push → poll answer p99 (ms)", f"{fig['delivery.p99_ms']:.2f}")
     table.add_row("push → poll answer max (ms)", f"{fig['delivery.max_ms']:.2f}")
+    table.add_row("ask → reply round trip p50 (ms)", f"{fig['ask.p50_ms']:.2f}")
+    table.add_row("ask → reply round trip p99 (ms)", f"{fig['ask.p99_ms']:.2f}")
     console.print(table)
     for r in result["ratios"].values():
         console.print(f"{r['label']}: {r['value']:.2f}x", soft_wrap=True)
@@ -287,7 +347,7 @@ def _report(result: dict[str, Any]) -> None:
         f"WAL, synchronous={st['synchronous']} on both sides; SQLite {st['sqlite']}, {st['cpus']} CPUs "
         f"(server, agents and raw sqlite3 share them), load average {st['load_average'][0]}; "
         f"report rounds stop after {st['reports']:,} reports or {st['seconds']:g} s; "
-        f"{st['pushes']} deliveries, one in flight at a time.",
+        f"{st['pushes']} deliveries and {st['pushes']} asks, one in flight at a time.",
         soft_wrap=True,
     )
 
@@ -295,7 +355,7 @@ def _report(result: dict[str, Any]) -> None:
 @click.command("broker")
 @click.option("--quick", is_flag=True, help="A smaller run (a few seconds) for CI.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures and targets as one JSON object.")
-@click.option("--agents", type=click.IntRange(1, 256), help="Concurrent agents (runs and connections).")
+@click.option("--agents", type=click.IntRange(2, 256), help="Concurrent agents (runs and connections).")
 @click.option("--reports", type=click.IntRange(1), help="Reports per round at most, all agents together.")
 @click.option("--seconds", type=click.FloatRange(0.01), help="Time box of a report round.")
 @click.option("--pushes", type=click.IntRange(1), help="Deliveries to time.")
@@ -311,12 +371,13 @@ def bench_broker(
     rounds: int | None,
     parent: str | None,
 ) -> None:
-    """The HTTP broker: durable reports/s and push → poll latency next to raw SQLite commits/s.
+    """The HTTP broker: durable reports/s, push → poll and ask → reply latency, next to raw commits/s.
 
     Starts `flightlog serve` on a temporary database in a child process, registers a run per
     agent, and drives it over loopback: reports from every agent at once, then pushes to
-    agents waiting in long polls. Raw sqlite3 single-row commits are measured in the same
-    run. Each figure is checked against its target (PASS/MISS).
+    agents waiting in long polls, then asks from one agent answered by another. Raw sqlite3
+    single-row commits are measured in the same run. Each figure is checked against its target
+    (PASS/MISS).
 
     \b
     Example:

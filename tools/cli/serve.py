@@ -104,6 +104,13 @@ def _operator_token_digest() -> str:
     "--approval-timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True)
 )
 @click.option(
+    "--ask-timeout",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds an ask between runs waits for its reply (then /wait_reply answers 504).",
+)
+@click.option(
     "--queue-limit",
     type=click.IntRange(1),
     help="Undelivered control messages a run may hold; a push past it gets 429 (default: 1000).",
@@ -122,6 +129,7 @@ def serve_cmd(
     host: str,
     port: int,
     approval_timeout: float,
+    ask_timeout: float,
     queue_limit: int | None,
     access_log: bool,
     log_level: str,
@@ -156,7 +164,7 @@ def serve_cmd(
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        system = System.open(db, approval_timeout=approval_timeout)
+        system = System.open(db, approval_timeout=approval_timeout, ask_timeout=ask_timeout)
         if queue_limit is not None:
             system.broker.queue_limit = queue_limit
         try:

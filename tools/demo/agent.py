@@ -1,7 +1,8 @@
 """A demo agent process that speaks the broker's HTTP wire protocol (stdlib only).
 
 It registers a run, reports progress, asks an operator for permission before each risky
-step, messages its peer, and finishes `done` (or `failed` when a permission was denied).
+step, asks its peer for a review and waits for the reply (or answers the peer's ask), and
+finishes `done` (or `failed` when a permission was denied).
 Run it as `python tools/demo/agent.py --url http://127.0.0.1:PORT --run-id NAME --peer OTHER`;
 the token is read from the FLIGHTLOG_RUN_TOKEN environment variable when set (never argv).
 """
@@ -25,6 +26,7 @@ import urllib.request
 from typing import Any
 
 PEER_WAIT = 30.0  # seconds to wait for the peer run to register before messaging it fails
+WAIT_REPLY = 20.0  # seconds one /wait_reply may hold; a wait cut short is asked again
 # Each step: (report state, permission request or None, what it does when allowed).
 PLANS: dict[str, list[dict[str, Any]]] = {
     "deployer": [
@@ -40,8 +42,9 @@ PLANS: dict[str, list[dict[str, Any]]] = {
         },
         {
             "state": "working",
-            "note": "telling the reviewer",
+            "note": "asking the reviewer",
             "message": "rollout restarted; please check the logs",
+            "ask": True,
         },
     ],
     "reviewer": [
@@ -54,6 +57,7 @@ PLANS: dict[str, list[dict[str, Any]]] = {
                 "description": "Write /etc/motd",
                 "input_preview": "Deployed by flightlog demo",
             },
+            "reply": "the logs look fine",
         },
     ],
 }
@@ -103,6 +107,22 @@ def send_when_registered(client: Client, peer: str, payload: dict[str, Any]) -> 
         time.sleep(0.1)
 
 
+def wait_reply(client: Client, message_id: str) -> dict[str, Any]:
+    """The answer to our ask: the reply, `cancelled` or `timeout` (a wait cut short is asked again:
+    the broker keeps the ask open until its deadline)."""
+    while True:
+        try:
+            answer: dict[str, Any] = client.authed("/wait_reply", {"waiting_for": message_id}, WAIT_REPLY)
+            return answer
+        except urllib.error.HTTPError as e:
+            if e.code != 504:
+                raise
+            e.close()
+            return {"timeout": True, "message_id": message_id}
+        except TimeoutError:
+            continue
+
+
 def wait_for_decision(client: Client, request_id: str, inbox: list[dict[str, Any]]) -> str:
     """Poll the control queue until the operator's answer for `request_id` arrives."""
     while True:
@@ -127,6 +147,7 @@ def run(url: str, run_id: str, peer: str, role: str) -> int:
     client.register(os.environ.get("FLIGHTLOG_RUN_TOKEN", ""))
     inbox: list[dict[str, Any]] = []
     denied = []
+    message: dict[str, Any] | None = None  # the peer's message, once heard
     for i, step in enumerate(PLANS[role]):
         client.report(step["state"], {"step": i + 1, "note": step["note"]})
         if step.get("wait_message"):
@@ -148,7 +169,28 @@ def run(url: str, run_id: str, peer: str, role: str) -> int:
             if behavior != "allow":
                 denied.append(permission["description"])
         if step.get("message") and peer:
-            send_when_registered(client, peer, {"message": step["message"]})
+            question: dict[str, Any] = {"message": step["message"]}
+            if step.get("ask"):
+                question |= {"id": f"{run_id}-ask-{i + 1}", "expects_reply": True}
+            send_when_registered(client, peer, question)
+            if step.get("ask"):
+                answer = wait_reply(client, question["id"])
+                said = (answer.get("payload") or {}).get("message", "") if "payload" in answer else ""
+                client.report(
+                    "working",
+                    {
+                        "step": i + 1,
+                        "answer_from": answer.get("from_run_id", ""),
+                        "answer": said or str(answer),
+                    },
+                )
+        if step.get("reply") and message is not None:
+            asked = message.get("payload") or {}
+            if asked.get("expects_reply") and asked.get("id"):
+                said = step["reply"] if not denied else f"not reviewed: {'; '.join(denied)}"
+                reply = {"reply_to": asked["id"], "message": said}
+                body = {"from_run_id": run_id, "to_run_id": message["from_run_id"], "type": "agent_message"}
+                client.authed("/send", {**body, "payload": reply})
     status = "failed" if denied else "done"
     summary = f"denied: {'; '.join(denied)}" if denied else f"{role} finished all steps"
     client.authed("/finish", {"status": status, "summary": summary, "files_changed": []})

@@ -11,29 +11,25 @@ the broker's queue listener sets, so a waiting poll holds no thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol, TypeVar
+import functools
+from collections.abc import Callable
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive
 
 from actors import (
     Broker,
-    BrokerError,
-    ContentionError,
     ControlMessage,
-    ControlQueueFullError,
     Finish,
     Reply,
     Report,
-    RunAlreadyRegisteredError,
-    RunNotFoundError,
 )
 
+from .ask import AskRoutes
+from .calls import answer, call, wait_unless_disconnected
 from .wire import (
     Endpoint,
     NoResponse,
@@ -51,13 +47,13 @@ from .wire import (
     visible_ascii,
 )
 
-T = TypeVar("T")
-
 POLL_TIMEOUT = 2.0  # seconds a poll waits on an empty queue, as the seed
 # A caller may choose its run's token at /register (the seed allows it); we take only what
 # survives every client and header unchanged.
 MAX_TOKEN_LENGTH = 512
 POST = ("POST",)
+# What a run may say about itself at /register, for peer discovery (/sessions).
+PEER_FIELDS = ("label", "backend", "model", "dir", "status")
 Body = dict[str, Any]
 
 
@@ -74,6 +70,7 @@ class BrokerRoutes:
         self.broker = broker
         self.operator_token_sha256 = operator_token_sha256
         self.poll_timeout = poll_timeout
+        self.asks = AskRoutes(broker, self.authenticated)
 
     def routes(self) -> list[Route]:
         return [
@@ -88,6 +85,7 @@ class BrokerRoutes:
             Route("/permission_request", Endpoint(self.permission_request, POST)),
             Route("/permission", Endpoint(self.permission, POST)),
             Route("/send", Endpoint(self.send, POST)),
+            *self.asks.routes(),
         ]
 
     # -- auth ----------------------------------------------------------------------------
@@ -147,9 +145,12 @@ class BrokerRoutes:
             raise WireError(400, "missing run_id")
         if token and not visible_ascii(token, MAX_TOKEN_LENGTH):
             raise WireError(400, f"invalid token: 1 to {MAX_TOKEN_LENGTH} printable ASCII characters")
+        info = {key: string_field(body, key) for key in PEER_FIELDS}
         token = await call(self.broker.register, run_id, token)
-        # The body carries the run's secret: no cache may keep it.
-        return json_response({"token": token, "run_id": run_id}, headers={"Cache-Control": "no-store"})
+        if any(info.values()):
+            await call(functools.partial(self.broker.update_session_info, run_id, **info))
+        # The body carries the run's secret: no cache may keep it. Keys in the seed's order.
+        return json_response({"run_id": run_id, "token": token}, headers={"Cache-Control": "no-store"})
 
     async def heartbeat(self, request: Request) -> Response:
         await self.write_as_run(request, lambda body, raw: None)
@@ -200,7 +201,8 @@ class BrokerRoutes:
                 messages = await call(self.broker.take_control, run_id)
         finally:
             unsubscribe()
-        return json_response([m.to_json() for m in messages])
+        # Nothing queued is `null`, as the seed's nil slice encodes.
+        return json_response([m.to_json() for m in messages] if messages else None)
 
     async def report(self, request: Request) -> Response:
         def build(body: Body, raw: bytes) -> Report:
@@ -266,84 +268,9 @@ class BrokerRoutes:
         if not await call(self.broker.authenticate, from_run_id, string_field(body, "token")):
             raise WireError(401, "unauthorized")
         payload = raw_member(raw, "payload")
+        if kind == "agent_message":
+            asked = await self.asks.send(body, from_run_id, to_run_id, payload)
+            if asked is not None:
+                return asked
         await call(self.broker.send_to, from_run_id, to_run_id, kind, payload, missing=(404, None))
         return json_response({"queued": True})
-
-
-async def call(
-    fn: Callable[..., T], *args: Any, missing: tuple[int, str | None] = (404, "run not found")
-) -> T:
-    """Run a blocking broker call in the thread pool, its refusals turned into HTTP errors.
-
-    `missing` is the answer to RunNotFoundError: a status and a message (None: the error's
-    own text, `run not found: <id>`).
-    """
-    with refusals(missing):
-        return await run_in_threadpool(fn, *args)
-
-
-@contextlib.contextmanager
-def refusals(missing: tuple[int, str | None] = (404, "run not found")) -> Iterator[None]:
-    """The broker's refusals raised inside, turned into HTTP errors (`missing` as in `call`)."""
-    try:
-        yield
-    except RunNotFoundError as e:
-        status, message = missing
-        raise WireError(status, message if message is not None else str(e)) from None
-    except RunAlreadyRegisteredError as e:
-        raise WireError(409, str(e)) from None
-    except ControlQueueFullError as e:
-        raise WireError(429, str(e)) from None
-    except ContentionError:
-        raise WireError(503, "busy: try again") from None
-    except (BrokerError, ValueError) as e:
-        raise WireError(400, str(e)) from None
-
-
-class Answerable(Protocol):
-    """What the broker's non-blocking calls return (`actors.Broker.call_as_run` and the like)."""
-
-    def result(self) -> Any: ...
-
-
-async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
-    """The result of a RunCall that `start(done)` begins, awaited without holding a thread.
-
-    Its refusals are turned into HTTP errors as `call` turns them.
-    """
-    loop = asyncio.get_running_loop()
-    answered: asyncio.Future[None] = loop.create_future()
-
-    def done() -> None:
-        # Called from the run actor's thread (or right here): hand over to the loop.
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(_settle, answered)
-
-    with refusals():
-        run_call = start(done)
-    await answered
-    with refusals():
-        return run_call.result()
-
-
-def _settle(answered: asyncio.Future[None]) -> None:
-    if not answered.done():
-        answered.set_result(None)
-
-
-async def wait_unless_disconnected(event: asyncio.Event, receive: Receive, timeout: float) -> bool:
-    """Wait up to `timeout` seconds for `event`; False as soon as the client disconnects.
-
-    The body has been read in full, so the only message `receive` can still deliver is
-    `http.disconnect`.
-    """
-    woke = asyncio.ensure_future(event.wait())
-    gone = asyncio.ensure_future(receive())
-    try:
-        done, _ = await asyncio.wait({woke, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        woke.cancel()
-        gone.cancel()
-    if gone not in done or gone.exception() is not None:
-        return True
-    return bool(gone.result().get("type") != "http.disconnect")

@@ -33,7 +33,7 @@ from actors import (
 )
 from eventlog import Head
 
-from .broker import call
+from .calls import call
 from .console_auth import ConsoleSessions, Operator
 from .views import ViewRoutes
 from .wire import (
