@@ -14,6 +14,7 @@ from .agents import (
 )
 from .broker import Broker, tool_risk
 from .model import (
+    OPERATOR_CONTROL_TYPES,
     AgentMessage,
     ControlMessage,
     Envelope,
@@ -23,10 +24,12 @@ from .model import (
     Report,
     RunView,
     make_token,
+    operator_only,
     token_digest,
 )
 
 __all__ = [
+    "OPERATOR_CONTROL_TYPES",
     "AgentEvent",
     "AgentMessage",
     "Broker",
@@ -40,6 +43,7 @@ __all__ = [
     "RunView",
     "enrich_stop_reason",
     "make_token",
+    "operator_only",
     "poll_agent_messages",
     "token_digest",
     "tool_risk",

@@ -28,6 +28,7 @@ from actors import (
     ControlMessage,
     ControlQueueFullError,
     Finish,
+    OperatorOnlyError,
     Reply,
     Report,
     RunAlreadyRegisteredError,
@@ -36,9 +37,11 @@ from actors import (
 
 from .wire import (
     Endpoint,
+    Handler,
     NoResponse,
     WireError,
     bearer_token,
+    browser_guard,
     digest_matches,
     json_response,
     parse_object,
@@ -55,7 +58,8 @@ T = TypeVar("T")
 
 POLL_TIMEOUT = 2.0  # seconds a poll waits on an empty queue, as the seed
 # A caller may choose its run's token at /register (the seed allows it); we take only what
-# survives every client and header unchanged.
+# survives every client and header unchanged, and long enough not to be guessed.
+MIN_TOKEN_LENGTH = 16
 MAX_TOKEN_LENGTH = 512
 POST = ("POST",)
 Body = dict[str, Any]
@@ -76,18 +80,21 @@ class BrokerRoutes:
         self.poll_timeout = poll_timeout
 
     def routes(self) -> list[Route]:
+        def route(path: str, handler: Handler, methods: tuple[str, ...] | None = POST) -> Route:
+            return Route(path, Endpoint(browser_guard(handler), methods))
+
         return [
-            Route("/health", Endpoint(self.health, None)),
-            Route("/register", Endpoint(self.register, POST)),
-            Route("/heartbeat", Endpoint(self.heartbeat, POST)),
-            Route("/push-control", Endpoint(self.push_control, POST)),
-            Route("/poll-control", Endpoint(self.poll_control, POST)),
-            Route("/report", Endpoint(self.report, POST)),
-            Route("/finish", Endpoint(self.finish, POST)),
-            Route("/reply", Endpoint(self.reply, POST)),
-            Route("/permission_request", Endpoint(self.permission_request, POST)),
-            Route("/permission", Endpoint(self.permission, POST)),
-            Route("/send", Endpoint(self.send, POST)),
+            route("/health", self.health, None),
+            route("/register", self.register),
+            route("/heartbeat", self.heartbeat),
+            route("/push-control", self.push_control),
+            route("/poll-control", self.poll_control),
+            route("/report", self.report),
+            route("/finish", self.finish),
+            route("/reply", self.reply),
+            route("/permission_request", self.permission_request),
+            route("/permission", self.permission),
+            route("/send", self.send),
         ]
 
     # -- auth ----------------------------------------------------------------------------
@@ -145,8 +152,10 @@ class BrokerRoutes:
         token = string_field(body, "token")
         if not run_id:
             raise WireError(400, "missing run_id")
-        if token and not visible_ascii(token, MAX_TOKEN_LENGTH):
-            raise WireError(400, f"invalid token: 1 to {MAX_TOKEN_LENGTH} printable ASCII characters")
+        if token and not (len(token) >= MIN_TOKEN_LENGTH and visible_ascii(token, MAX_TOKEN_LENGTH)):
+            raise WireError(
+                400, f"invalid token: {MIN_TOKEN_LENGTH} to {MAX_TOKEN_LENGTH} printable ASCII characters"
+            )
         token = await call(self.broker.register, run_id, token)
         # The body carries the run's secret: no cache may keep it.
         return json_response({"token": token, "run_id": run_id}, headers={"Cache-Control": "no-store"})
@@ -290,6 +299,8 @@ def refusals(missing: tuple[int, str | None] = (404, "run not found")) -> Iterat
     except RunNotFoundError as e:
         status, message = missing
         raise WireError(status, message if message is not None else str(e)) from None
+    except OperatorOnlyError as e:
+        raise WireError(403, str(e), as_json=True) from None
     except RunAlreadyRegisteredError as e:
         raise WireError(409, str(e)) from None
     except ControlQueueFullError as e:
