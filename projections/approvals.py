@@ -230,7 +230,7 @@ def load_row(d: dict[str, Any]) -> ApprovalRow:
             _at(r["at"]),
             r["seq"],
             r.get("agent_reported", False),
-        )  # fmt: skip
+        )
         for r in d["refused"]
     )
     return ApprovalRow(

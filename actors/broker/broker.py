@@ -334,10 +334,10 @@ class Broker:
         decision = "approve" if behavior == "allow" else "reject"
         row = self.views.approval(approval_id) if approval_id else None
         if row is not None and needs_operator(row.risk, self.operator_decides):
-            reason = f"only an operator decides a {row.risk}-risk request (operator-decides {self.operator_decides})"
-            self.approvals.refuse_attempt(
-                approval_id, decision, actor, f"{reason}; the run asked {behavior!r}"
-            )
+            policy = self.operator_decides
+            reason = f"only an operator decides a {row.risk}-risk request (operator-decides {policy})"
+            asked = f"{reason}; the run asked {behavior!r}"
+            self.approvals.refuse_attempt(approval_id, decision, actor, asked)
             outcome = self._approval_behavior(approval_id)
             if outcome is not None:  # the operator has spoken: make sure the run has heard it
                 told, by, at = outcome

@@ -221,7 +221,7 @@ def test_a_full_queue_error_names_no_token(broker: Broker) -> None:
     assert "r1" in str(caught.value)
 
 
-@pytest.mark.parametrize("kind", sorted(OPERATOR_CONTROL_TYPES) + ["Permission_Decision", " cancel "])
+@pytest.mark.parametrize("kind", [*sorted(OPERATOR_CONTROL_TYPES), "Permission_Decision", " cancel "])
 def test_a_run_may_not_send_what_only_an_operator_sends(system: System, kind: str) -> None:
     broker = system.broker
     broker.create_run("mallory")
