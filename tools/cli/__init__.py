@@ -8,12 +8,26 @@ from __future__ import annotations
 import click
 
 from .. import bench, demo
+from .._output import clean
 from . import approvals, export, fork, log, serve, travel
 
 __all__ = ["cli", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Commands(click.Group):
+    """The command group; an error message (which may quote run data) is cleaned before click prints it."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as e:
+            e.message = clean(e.message, keep_newlines=True)
+            raise
+
+
+@click.group(
+    cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(package_name="flightlog")
 def cli() -> None:
     """flightlog: a flight recorder and control tower for AI-agent runs.

@@ -10,14 +10,13 @@ from datetime import datetime
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from eventlog import EventLog, EventLogError, SystemClock, VerifyResult
 from projections import ApprovalRow, Views
 from projections.approvals import load_row, pending_order
 
-from .._output import EXIT_FOUND, console, emit_json, err_console, open_db
+from .._output import EXIT_FOUND, console, emit_json, err_console, open_db, shown
 from .decide import approve_cmd, reject_cmd
 from .formats import SHORT_DIGEST, duration, latency, when
 from .remote import OperatorClient, error_of, one_target, server_option
@@ -108,13 +107,13 @@ def approvals_cmd(db: str | None, server: str | None, show_all: bool, as_json: b
         if quorum:
             table.add_column("votes", justify="right")
     for r in rows:
-        cells = [r.id, r.run_id or "—", r.kind, escape(r.title), _risk(r.risk)]
+        cells = [shown(r.id), shown(r.run_id) or "—", shown(r.kind), shown(r.title), _risk(r.risk)]
         if show_all:
             cells += [
                 when(r.requested_at),
                 _outcome(r),
-                escape(r.actor) or "—",
-                escape(r.identity) or "—",
+                shown(r.actor) or "—",
+                shown(r.identity) or "—",
                 latency(r.latency_ms),
                 str(len(r.refused)),
             ]
@@ -129,7 +128,7 @@ def approvals_cmd(db: str | None, server: str | None, show_all: bool, as_json: b
 
 def _risk(risk: str) -> str:
     colour = {"low": "green", "medium": "yellow", "high": "red"}.get(risk)
-    return f"[{colour}]{risk}[/]" if colour else escape(risk)
+    return f"[{colour}]{risk}[/]" if colour else shown(risk)
 
 
 # -- audit -----------------------------------------------------------------------------------
@@ -168,7 +167,7 @@ def audit_cmd(db: str | None, server: str | None, run_id: str | None, as_json: b
         emit_json(out)
     else:
         if unreadable:
-            err_console.print(f"[red]error[/]: {escape(unreadable)}", soft_wrap=True)
+            err_console.print(f"[red]error[/]: {shown(unreadable)}", soft_wrap=True)
         else:
             _audit_table(rows, run_id)
         console.print(_verify_line(result), soft_wrap=True)
@@ -212,17 +211,17 @@ def _audit_table(rows: list[ApprovalRow], run_id: str | None) -> None:
         table.add_column(name, justify="right" if name in ("latency", "refused") else "left")
     for r in rows:
         table.add_row(
-            r.id,
-            escape(r.run_id) or "—",
-            escape(r.kind),
-            escape(r.title),
+            shown(r.id),
+            shown(r.run_id) or "—",
+            shown(r.kind),
+            shown(r.title),
             _risk(r.risk),
             r.payload_sha256[:SHORT_DIGEST],
             when(r.requested_at),
-            escape(r.requested_by) or "—",
+            shown(r.requested_by) or "—",
             _outcome(r),
-            escape(r.actor) or "—",
-            escape(r.identity) or "—",
+            shown(r.actor) or "—",
+            shown(r.identity) or "—",
             when(r.decided_at),
             latency(r.latency_ms),
             str(len(r.refused)),
@@ -231,9 +230,11 @@ def _audit_table(rows: list[ApprovalRow], run_id: str | None) -> None:
     for r in rows:
         for a in r.refused:
             who = f"{a.actor} ({a.identity})" if a.identity else a.actor
+            # A run's own answer to a request that needs an operator is not an operator's decision.
+            kind = "agent-reported answer refused" if a.agent_reported else "refused"
             console.print(
-                f"  refused at seq {a.seq}: {escape(who)}'s {a.decision} of {r.id} at {when(a.at)}: "
-                f"{escape(a.reason)}",
+                f"  {kind} at seq {a.seq}: {shown(who)}'s {shown(a.decision)} of {shown(r.id)} "
+                f"at {when(a.at)}: {shown(a.reason)}",
                 soft_wrap=True,
             )
 
@@ -253,6 +254,6 @@ def _verify_line(result: VerifyResult) -> str:
         upto = result.head.seq if result.head is not None else result.checked
         return f"[green]ok[/]: chain verified up to seq {upto}"
     return (
-        f"[red]BROKEN[/]: the chain breaks at seq {result.first_bad_seq}: {escape(result.reason)} "
+        f"[red]BROKEN[/]: the chain breaks at seq {result.first_bad_seq}: {shown(result.reason)} "
         f"({result.checked} events verified before it)"
     )

@@ -8,12 +8,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-from rich.markup import escape
 
 from actors import ActorsError, Approval, CommandHarness, Harness, System
 from eventlog import EventLog
 
-from .._output import console, emit_json, err_console, open_db
+from .._output import console, emit_json, err_console, open_db, shown
 from .redrive import ForkError, Redriven, fork_run, redrive
 from .travel import AT_HELP, parse_at
 
@@ -218,8 +217,8 @@ def _redrive(
 ) -> Redriven:
     def announce(approval: Approval) -> None:
         err_console.print(
-            f"approval [bold]{approval.id}[/] waits: {escape(approval.title)} — "
-            f"flightlog approve {escape(db)} {approval.id} --as NAME (or reject)"
+            f"approval [bold]{approval.id}[/] waits: {shown(approval.title)} — "
+            f"flightlog approve {shown(db)} {approval.id} --as NAME (or reject)"
         )
 
     with System.open(log, approval_timeout=approval_timeout) as system:
@@ -242,7 +241,7 @@ def _redrive(
 def _print_redriven(r: Redriven) -> None:
     source = "the recording" if r.recorded else "a live harness"
     served = f", {r.served} recorded event(s) served" if r.recorded else ""
-    reason = f" ({escape(r.reason)})" if r.reason else ""
+    reason = f" ({shown(r.reason)})" if r.reason else ""
     console.print(f"re-drove run [bold]{r.run_id}[/] with {source}: [bold]{r.status}[/]{reason}{served}")
     if r.decisions:
         console.print(f"permission requests ended: {', '.join(r.decisions)}")
@@ -251,4 +250,4 @@ def _print_redriven(r: Redriven) -> None:
     if r.ran_out:
         console.print("the recording ran out before the run ended (the origin was aborted there): aborted")
     if r.broke:
-        console.print(f"the recording could not be served on ({escape(r.broke)}): aborted")
+        console.print(f"the recording could not be served on ({shown(r.broke)}): aborted")

@@ -10,7 +10,7 @@ import orjson
 
 from eventlog import Head, Record, VerifyResult
 
-from .._output import EXIT_FOUND, console, emit_json, open_db, parse_anchor, progress
+from .._output import EXIT_FOUND, console, emit_json, open_db, parse_anchor, progress, shown
 from .remote import OperatorClient, one_target, server_option
 
 
@@ -68,8 +68,8 @@ def events_cmd(db: str, stream: str | None, after: int, follow: bool, as_json: b
                 data = orjson.dumps(r.data).decode()
                 stamp = r.recorded_at.isoformat(timespec="milliseconds")
                 console.print(
-                    f"[dim]{r.seq:>8}[/] {stamp} [cyan]{r.stream}[/]@{r.version} "
-                    f"[bold]{r.type}[/] {data[:160]}",
+                    f"[dim]{r.seq:>8}[/] {stamp} [cyan]{shown(r.stream)}[/]@{r.version} "
+                    f"[bold]{shown(r.type)}[/] {shown(data[:160])}",
                     soft_wrap=True,
                 )
     except KeyboardInterrupt:
