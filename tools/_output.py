@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 import orjson
-from rich.console import Console, ConsoleOptions, RenderableType, RenderHook
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderHook
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.segment import Segment
@@ -65,7 +65,7 @@ class _Inert:
 class _InertOutput(RenderHook):
     """The backstop behind `shown`: nothing the CLI prints reaches the terminal as a control code."""
 
-    def process_renderables(self, renderables: list[RenderableType]) -> list[RenderableType]:
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
         return [_Inert(r) for r in renderables]
 
 
