@@ -20,6 +20,7 @@ ActorsError
 │   │   ├── AskNotFoundError                no pending ask with that id from that run (404; also LookupError)
 │   │   └── NotAskPartyError                the caller is not the ask's target, or not its sender (403)
 │   ├── ControlQueueFullError           the run's control queue is at its bound (HTTP 429)
+│   ├── OperatorOnlyError               a run tried what only an operator may do (HTTP 403)
 │   ├── RunAlreadyRegisteredError       create_run or /register on an existing run (HTTP 409)
 │   └── RunNotFoundError                no such run (also LookupError; HTTP 404)
 ├── ContentionError                 a stream kept changing under an actor's decisions
@@ -367,6 +368,14 @@ class ControlQueueFullError(BrokerError):
         super().__init__(f"control queue of run {run_id} is full ({limit} undelivered messages)")
         self.run_id = run_id
         self.limit = limit
+
+
+class OperatorOnlyError(BrokerError, PermissionError):
+    """Raised when a run tries what only an operator may do; nothing was queued or decided.
+
+    A run may not send another run (or itself) a control type the operator side sends,
+    nor decide an approval that needs an operator.
+    """
 
 
 class ControllerError(ActorsError):

@@ -81,3 +81,19 @@ class ApprovalDecisionRefused(Event):
     identity: str
     reason: str
     at: datetime
+
+
+@event("ApprovalAttemptRefused")
+@dataclass(frozen=True, slots=True)
+class ApprovalAttemptRefused(Event):
+    """Someone who may not decide this approval answered it (a run, on one that needs an operator).
+
+    The approval is unchanged and still waits for an operator; the attempt is kept for audit:
+    who answered, when, and what they asked for.
+    """
+
+    approval_id: str
+    decision: str
+    actor: str
+    reason: str
+    at: datetime

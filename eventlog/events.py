@@ -7,6 +7,7 @@ shape changes gets a new schema number and an `@upcaster` from the old one.
 
 from ._catalogue import Event, catalogue, event, upcaster
 from ._events_approval import (
+    ApprovalAttemptRefused,
     ApprovalDecided,
     ApprovalDecisionRefused,
     ApprovalDiscarded,
@@ -68,6 +69,7 @@ from ._events_session import (
 __all__ = [
     "AgentRunStarted",
     "AgentRunStatusChanged",
+    "ApprovalAttemptRefused",
     "ApprovalDecided",
     "ApprovalDecisionRefused",
     "ApprovalDiscarded",

@@ -8,6 +8,7 @@ from typing import Any
 
 from eventlog import Record, decode
 from eventlog.events import (
+    ApprovalAttemptRefused,
     ApprovalDecided,
     ApprovalDecisionRefused,
     ApprovalDiscarded,
@@ -26,7 +27,12 @@ TERMINAL = frozenset({"approve", "reject", "expired", DISCARDED})
 
 @dataclass(frozen=True, slots=True)
 class RefusedAttempt:
-    """A decision that arrived but could not count, kept in the audit trail."""
+    """A decision that arrived but could not count, kept in the audit trail.
+
+    `agent_reported`: the answer came from someone who may not decide the approval at all
+    (a run answering its own request that needs an operator), not from a late or second
+    operator decision.
+    """
 
     decision: str
     actor: str
@@ -34,6 +40,14 @@ class RefusedAttempt:
     reason: str
     at: datetime
     seq: int
+    agent_reported: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"decision": self.decision, "actor": self.actor, "identity": self.identity,
+                               "reason": self.reason, "at": self.at, "seq": self.seq}  # fmt: skip
+        if self.agent_reported:  # only then: dumps of logs without such attempts stay as they were
+            out["agent_reported"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +111,7 @@ class ApprovalRow:
             "decided_at": self.decided_at,
             "decided_seq": self.decided_seq,
             "votes": list(self.votes),
-            "refused": [
-                {"decision": r.decision, "actor": r.actor, "identity": r.identity, "reason": r.reason,
-                 "at": r.at, "seq": r.seq}
-                for r in self.refused
-            ],
+            "refused": [r.to_dict() for r in self.refused],
             "latency_ms": self.latency_ms,
         }  # fmt: skip
 
@@ -158,6 +168,9 @@ def _next_row(ev: Any, old: ApprovalRow | None, seq: int) -> ApprovalRow | None:
     if isinstance(ev, ApprovalDecisionRefused):
         attempt = RefusedAttempt(ev.decision, ev.actor, ev.identity, ev.reason, ev.at, seq)
         return _derive(old, old.status, refused=(*old.refused, attempt))
+    if isinstance(ev, ApprovalAttemptRefused):
+        attempt = RefusedAttempt(ev.decision, ev.actor, "", ev.reason, ev.at, seq, agent_reported=True)
+        return _derive(old, old.status, refused=(*old.refused, attempt))
     return None
 
 
@@ -209,7 +222,15 @@ def _when(value: Any) -> datetime | None:
 def load_row(d: dict[str, Any]) -> ApprovalRow:
     """The row `ApprovalRow.to_dict()` (as JSON) describes."""
     refused = tuple(
-        RefusedAttempt(r["decision"], r["actor"], r["identity"], r["reason"], _at(r["at"]), r["seq"])
+        RefusedAttempt(
+            r["decision"],
+            r["actor"],
+            r["identity"],
+            r["reason"],
+            _at(r["at"]),
+            r["seq"],
+            r.get("agent_reported", False),
+        )
         for r in d["refused"]
     )
     return ApprovalRow(
@@ -250,6 +271,7 @@ APPROVAL_TYPES = frozenset(
         ApprovalVoted.type_name,
         ApprovalDecided.type_name,
         ApprovalDecisionRefused.type_name,
+        ApprovalAttemptRefused.type_name,
     }
 )
 

@@ -3,20 +3,81 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import click
 import orjson
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderHook
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.segment import Segment
 from rich.table import Table
 
 from eventlog import EventLog, EventLogError, Head, StorageError, open_log
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Characters a terminal may act on rather than show: C0 (ESC, BEL, CR, BS, ... and newline),
+# DEL, C1 (a lone U+009B is a CSI to some terminals), and the bidi and line-separator marks
+# that make a line read other than it is.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROLS_BUT_NEWLINE = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def clean(text: object, *, keep_newlines: bool = False) -> str:
+    """`text` with every control character written out visibly (ESC as `\\x1b`, U+202E as `\\u202e`).
+
+    Text from runs (ids, titles, payload previews, event data) is data: on a terminal it must
+    not set the title, clear the screen, move the cursor or fake a line. `keep_newlines`
+    is for text the CLI itself lays out in lines (an error message).
+    """
+    pattern = _CONTROLS_BUT_NEWLINE if keep_newlines else _CONTROLS
+    return pattern.sub(_written_out, str(text))
+
+
+def shown(text: object) -> str:
+    """`text` cleaned and with its rich markup escaped: the form of run data in a table or line."""
+    return escape(clean(text))
+
+
+def _written_out(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+class _Inert:
+    """A renderable whose text segments carry no control character but the newlines rich lays out."""
+
+    def __init__(self, inner: RenderableType) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        for segment in console.render(self.inner, options):
+            if segment.control or not _CONTROLS_BUT_NEWLINE.search(segment.text):
+                yield segment
+            else:
+                text = _CONTROLS_BUT_NEWLINE.sub(_written_out, segment.text)
+                yield Segment(text, segment.style)
+
+
+class _InertOutput(RenderHook):
+    """The backstop behind `shown`: nothing the CLI prints reaches the terminal as a control code."""
+
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Inert(r) for r in renderables]
+
+
+def _console(**options: Any) -> Console:
+    out = Console(highlight=False, **options)
+    out.push_render_hook(_InertOutput())
+    return out
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 EXIT_OK = 0
 EXIT_FOUND = 1  # the check ran and found a problem (verify, replay-check)

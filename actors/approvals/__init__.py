@@ -7,12 +7,14 @@ from .actor import ApprovalActor
 from .model import (
     APPROVE,
     EXPIRED,
+    OPERATOR_DECIDES,
     REJECT,
     Approval,
     ApprovalActorKeys,
     ApprovalRequest,
     ApprovalResolution,
     approval_actor_state,
+    needs_operator,
     payload_digest,
 )
 from .queue import ApprovalQueue
@@ -20,6 +22,7 @@ from .queue import ApprovalQueue
 __all__ = [
     "APPROVE",
     "EXPIRED",
+    "OPERATOR_DECIDES",
     "REJECT",
     "Approval",
     "ApprovalActor",
@@ -28,5 +31,6 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalResolution",
     "approval_actor_state",
+    "needs_operator",
     "payload_digest",
 ]

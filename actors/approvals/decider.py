@@ -9,6 +9,7 @@ from typing import Final
 
 from eventlog import Event
 from eventlog.events import (
+    ApprovalAttemptRefused,
     ApprovalDecided,
     ApprovalDecisionRefused,
     ApprovalDiscarded,
@@ -84,7 +85,18 @@ class ExpireApproval:
     actor: str
 
 
-ApprovalCommand = RecordApproval | PublishApproval | DiscardApproval | DecideApproval | ExpireApproval
+@dataclass(frozen=True, slots=True)
+class RefuseAttempt:
+    """An answer from someone who may not decide the approval: kept for audit, changes nothing."""
+
+    decision: str
+    actor: str
+    reason: str
+
+
+ApprovalCommand = (
+    RecordApproval | PublishApproval | DiscardApproval | DecideApproval | ExpireApproval | RefuseAttempt
+)
 
 
 def decide(state: ApprovalState, command: ApprovalCommand, now: datetime) -> Decision:
@@ -122,6 +134,12 @@ def decide(state: ApprovalState, command: ApprovalCommand, now: datetime) -> Dec
         if state.status != RECORDING:
             return Decision()
         return Decision([ApprovalDiscarded(state.id, command.reason, now)])
+    if isinstance(command, RefuseAttempt):
+        if state.status == NONE:
+            return Decision(error=ApprovalNotPendingError(state.id))
+        return Decision(
+            [ApprovalAttemptRefused(state.id, command.decision, command.actor, command.reason, now)]
+        )
     if isinstance(command, ExpireApproval):
         if not state.open:
             return Decision(error=ApprovalNotPendingError(state.id))

@@ -15,6 +15,17 @@ REJECT: Final = "reject"
 EXPIRED: Final = "expired"
 DECISIONS: Final = (APPROVE, REJECT, EXPIRED)
 RISKS: Final = ("low", "medium", "high")
+# Which approvals only an operator may decide (`flightlog serve --operator-decides`): "high"
+# (the default) is every high-risk request, "all" every request. Any other answer, a run's own
+# `/permission` above all, is recorded as a refused attempt and the approval stays pending.
+OPERATOR_DECIDES: Final = ("high", "all")
+
+
+def needs_operator(risk: str, policy: str = "high") -> bool:
+    """Whether only an operator may decide an approval of `risk` under `policy` (unknown risk: yes)."""
+    if policy not in OPERATOR_DECIDES:
+        raise ValueError(f"operator-decides policy must be one of {', '.join(OPERATOR_DECIDES)}")
+    return policy == "all" or risk not in ("low", "medium")
 
 
 @dataclass(frozen=True, slots=True)

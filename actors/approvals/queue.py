@@ -44,6 +44,7 @@ from .decider import (
     ExpireApproval,
     PublishApproval,
     RecordApproval,
+    RefuseAttempt,
 )
 from .model import (
     APPROVE,
@@ -240,6 +241,16 @@ class ApprovalQueue:
             st: ApprovalState = self._dir.ask(id, Flags())[0]
             raise QuorumPendingError(id, len(st.votes), st.quorum)
         return state
+
+    def refuse_attempt(self, id: str, decision: str, actor: str, reason: str) -> None:
+        """Record an answer from someone who may not decide `id` (e.g. a run's own); nothing changes.
+
+        Raises ApprovalNotPendingError if no such approval was ever requested.
+        """
+        if not id or len(id) > MAX_ID_LENGTH:
+            raise ApprovalNotPendingError(id)
+        self._dir.ask(id, Act(RefuseAttempt(decision, actor, reason), {"actor": actor}, claim=False))
+        self._changed()
 
     def _conclude(self, id: str, command: ApprovalCommand, meta: dict[str, Any]) -> ApprovalResolution | None:
         """Run a deciding command and, if it produced the outcome, this process's on_resolved hook."""

@@ -16,6 +16,7 @@ from .asks import AskOutcome
 from .broker import Broker, tool_risk
 from .conversation import DEFAULT_ASK_TIMEOUT
 from .model import (
+    OPERATOR_CONTROL_TYPES,
     AgentMessage,
     ControlMessage,
     Envelope,
@@ -25,11 +26,13 @@ from .model import (
     Report,
     RunView,
     make_token,
+    operator_only,
     token_digest,
 )
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",
+    "OPERATOR_CONTROL_TYPES",
     "AgentEvent",
     "AgentMessage",
     "AskOutcome",
@@ -44,6 +47,7 @@ __all__ = [
     "RunView",
     "enrich_stop_reason",
     "make_token",
+    "operator_only",
     "poll_agent_messages",
     "token_digest",
     "tool_risk",

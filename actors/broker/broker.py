@@ -24,10 +24,11 @@ from .._errors import (
     ApprovalExpiredError,
     ApprovalNotPendingError,
     BrokerError,
+    OperatorOnlyError,
     QuorumPendingError,
     RunNotFoundError,
 )
-from ..approvals import ApprovalQueue, ApprovalRequest
+from ..approvals import ApprovalQueue, ApprovalRequest, needs_operator
 from .asks import AskOutcome
 from .conversation import DEFAULT_ASK_TIMEOUT, Conversations
 from .model import (
@@ -38,6 +39,7 @@ from .model import (
     Report,
     RunView,
     make_token,
+    operator_only,
     raw_json,
     token_digest,
 )
@@ -62,6 +64,8 @@ DEFAULT_QUEUE_LIMIT = 1000
 # The seed takes any run id; a stream name holds at most 512 characters, "run-" included, so
 # a longer id names no run (and can register none).
 MAX_RUN_ID_LENGTH = 512 - len("run-")
+# What /register takes: a run id is shown in tables, terminals and the console.
+MAX_REGISTERED_RUN_ID = 200
 BEHAVIOR = {"approve": "allow", "reject": "deny", "expired": "deny"}
 
 
@@ -77,12 +81,16 @@ class Broker:
         *,
         queue_limit: int = DEFAULT_QUEUE_LIMIT,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+        operator_decides: str = "high",
     ) -> None:
+        needs_operator("high", operator_decides)  # refuses an unknown policy
         self.log = log
         self.views = views
         self.clock = clock
         self.approvals = approvals
         self.queue_limit = queue_limit
+        # Which relayed permission requests only an operator decides (approvals.OPERATOR_DECIDES).
+        self.operator_decides = operator_decides
         # Versions the running actors have reached (their own appends included): the follower
         # tells an actor to refresh only about records it has not seen. An actor writes its
         # own entry after its state moved; a stale entry is only ever too low.
@@ -115,9 +123,16 @@ class Broker:
             return self._issued.get(run_id), False
 
     def register(self, run_id: str, token: str = "") -> str:
-        """HTTP /register: a new run (with the caller's token, or a fresh one), or a re-register."""
+        """HTTP /register: a new run (with the caller's token, or a fresh one), or a re-register.
+
+        The id must be 1 to MAX_REGISTERED_RUN_ID printable characters: it is shown to operators.
+        """
         if not run_id:
             raise BrokerError("missing run_id")
+        if len(run_id) > MAX_REGISTERED_RUN_ID or not run_id.isprintable():
+            raise BrokerError(
+                f"invalid run_id: 1 to {MAX_REGISTERED_RUN_ID} printable characters, no control characters"
+            )
         token = token or make_token()
         self._exec(run_id, RegisterRun(token_digest(token), over_http=True, exclusive=True))
         return token
@@ -187,7 +202,12 @@ class Broker:
     def send_to(
         self, from_run_id: str, to_run_id: str, kind: str, payload: Any, correlation_id: str = ""
     ) -> None:
-        """Queue a message from one run to another (only the target must exist)."""
+        """Queue a message from one run to another (only the target must exist).
+
+        Raises OperatorOnlyError for a control type only the operator side may send.
+        """
+        if operator_only(kind):
+            raise OperatorOnlyError(f"a run may not send {kind!r}: only an operator sends it")
         msg = ControlMessage(correlation_id or make_token(), kind, to_run_id, from_run_id, raw_json(payload))
         self.push_control(to_run_id, msg)
 
@@ -337,18 +357,35 @@ class Broker:
         return approval.id
 
     def permission_decision(self, run_id: str, request_id: str, behavior: str, actor: str = "") -> None:
-        """HTTP /permission: decide the linked approval (allow → approve, else reject) and record it."""
+        """HTTP /permission: the run's answer to its own request (allow → approve, else reject).
+
+        On a request that needs an operator (`operator_decides`) the answer decides nothing: it
+        is recorded on the approval as a refused attempt, the approval stays pending, and
+        OperatorOnlyError is raised. Otherwise it decides the linked approval and is recorded.
+        """
         state = self._state(run_id)
         if not state.exists:
             raise RunNotFoundError(run_id)
         approval_id = next((a for r, a in reversed(state.permissions) if r == request_id), "")
         actor = actor or f"run:{run_id}"
+        decision = "approve" if behavior == "allow" else "reject"
+        row = self.views.approval(approval_id) if approval_id else None
+        if row is not None and needs_operator(row.risk, self.operator_decides):
+            policy = self.operator_decides
+            reason = f"only an operator decides a {row.risk}-risk request (operator-decides {policy})"
+            asked = f"{reason}; the run asked {behavior!r}"
+            self.approvals.refuse_attempt(approval_id, decision, actor, asked)
+            outcome = self._approval_behavior(approval_id)
+            if outcome is not None:  # the operator has spoken: make sure the run has heard it
+                told, by, at = outcome
+                self._exec(run_id, RecordPermissionDecision(request_id, told, approval_id, by, at))
+            raise OperatorOnlyError(f"{reason}: the answer is recorded as a refused attempt")
         if approval_id:
             # Decided before, or past its deadline: the approval's recorded outcome is the
             # answer (this attempt stays in its history as refused), not the behaviour asked.
             with contextlib.suppress(ApprovalNotPendingError, ApprovalExpiredError):
                 try:
-                    self.approvals.resolve(approval_id, "approve" if behavior == "allow" else "reject", actor)
+                    self.approvals.resolve(approval_id, decision, actor)
                 except QuorumPendingError:
                     return  # one vote of several: recorded once the quorum is reached
             outcome = self._approval_behavior(approval_id)

@@ -15,6 +15,32 @@ from typing import Any
 import orjson
 
 FINISH_KINDS = frozenset({"done", "failed", "blocked"})
+
+# Control types only the operator side sends (`/push-control` with the operator token, the
+# operator API, the console, the CLI, the approval gate's own permission notices): agents
+# take them as an operator's word, so a run may never send them to a run (`/send`, `send_to`).
+# Anything else between runs (`agent_message`, its ask/reply payloads) stays open.
+OPERATOR_CONTROL_TYPES = frozenset(
+    {
+        "permission_decision",  # the approval gate's answer to a permission request
+        "cancel",
+        "continue",
+        "add_context",
+        "request_status",
+        "steer",  # the operator API's and the bench's push
+        "stop",
+        "abort",
+        "interrupt",
+        "prompt",
+    }
+)
+
+
+def operator_only(kind: str) -> bool:
+    """Whether a control type may reach a run only from the operator side (case and spaces ignored)."""
+    return kind.strip().lower() in OPERATOR_CONTROL_TYPES
+
+
 _ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time.Time, as the seed serialises it
 
 

@@ -7,7 +7,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from actors import Broker, ControlMessage, ControlQueueFullError, RunNotFoundError, System
+from actors import (
+    OPERATOR_CONTROL_TYPES,
+    Broker,
+    ControlMessage,
+    ControlQueueFullError,
+    OperatorOnlyError,
+    RunNotFoundError,
+    System,
+)
 from eventlog import ManualClock
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
@@ -211,3 +219,17 @@ def test_a_full_queue_error_names_no_token(broker: Broker) -> None:
         broker.send("r1", "steer", "{}")
     assert token not in str(caught.value)
     assert "r1" in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", [*sorted(OPERATOR_CONTROL_TYPES), "Permission_Decision", " cancel "])
+def test_a_run_may_not_send_what_only_an_operator_sends(system: System, kind: str) -> None:
+    broker = system.broker
+    broker.create_run("mallory")
+    broker.create_run("deployer")
+    before = system.log.head().seq
+    with pytest.raises(OperatorOnlyError, match="only an operator sends it"):
+        broker.send_to("mallory", "deployer", kind, b'{"request_id": "deployer-perm-2", "behavior": "allow"}')
+    assert system.log.head().seq == before
+    assert broker.get_run("deployer").control_queue == ()  # type: ignore[union-attr]
+    broker.send_to("mallory", "deployer", "agent_message", b'{"message": "hi"}')  # messages stay open
+    broker.send("deployer", kind, b"{}")  # the operator side's Send still queues it

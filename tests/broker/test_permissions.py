@@ -5,14 +5,22 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from actors import ApprovalNotPendingError, Broker, ControlMessage, RunNotFoundError, System
+from actors import (
+    ApprovalNotPendingError,
+    Broker,
+    ControlMessage,
+    OperatorOnlyError,
+    RunNotFoundError,
+    System,
+)
 from eventlog import ManualClock
 
 from .conftest import WAIT, queued_signal
 
 
-def ask(broker: Broker, run_id: str = "r1", request_id: str = "req-1") -> str:
-    return broker.permission_request(run_id, request_id, "Bash", "list the files", "ls -la")
+def ask(broker: Broker, run_id: str = "r1", request_id: str = "req-1", tool: str = "Read") -> str:
+    # Read is a low-risk tool: the run's own answer decides it (a high-risk one needs an operator).
+    return broker.permission_request(run_id, request_id, tool, "list the files", "ls -la")
 
 
 def decisions_in_log(system: System, run_id: str = "r1") -> list[dict]:
@@ -40,7 +48,7 @@ def test_a_permission_request_is_a_pending_approval(system: System, clock: Manua
     state = view.permission_requests["req-1"]
     assert (state.request_id, state.tool_name, state.desc, state.preview) == (
         "req-1",
-        "Bash",
+        "Read",
         "list the files",
         "ls -la",
     )
@@ -177,3 +185,56 @@ def test_a_decision_without_a_request_is_recorded_as_given(system: System) -> No
 def test_a_decision_for_an_unknown_run_is_an_error(system: System) -> None:
     with pytest.raises(RunNotFoundError, match=r"^run not found: ghost$"):
         system.broker.permission_decision("ghost", "req-1", "allow")
+
+
+# -- who decides ----------------------------------------------------------------------------
+
+
+def test_a_runs_answer_to_its_high_risk_request_is_a_refused_attempt(
+    system: System, clock: ManualClock
+) -> None:
+    broker = system.broker
+    broker.create_run("r1")
+    approval_id = ask(broker, tool="Bash")
+    with pytest.raises(OperatorOnlyError, match="only an operator decides a high-risk request"):
+        broker.permission_decision("r1", "req-1", "allow")
+    row = system.views.approval(approval_id)
+    assert row is not None
+    assert (row.status, row.decision, row.actor) == ("pending", "", "")
+    (attempt,) = row.refused
+    assert (attempt.decision, attempt.actor, attempt.identity, attempt.at, attempt.agent_reported) == (
+        "approve",
+        "run:r1",
+        "",
+        clock.now(),
+        True,
+    )
+    assert "'allow'" in attempt.reason
+    # Nothing reached the run: no decision recorded, no notice queued.
+    assert broker.get_run("r1").permission_decisions == {}  # type: ignore[union-attr]
+    assert notices(broker) == []
+    # The operator still decides, and the run hears the operator's answer.
+    signal, unsubscribe = queued_signal(broker, "r1")
+    try:
+        system.approvals.resolve(approval_id, "reject", "alice", identity="operator-token")
+        assert signal.wait(WAIT)
+    finally:
+        unsubscribe()
+    assert broker.get_run("r1").permission_decisions == {"req-1": "deny"}  # type: ignore[union-attr]
+    (decided,) = decisions_in_log(system)
+    assert (decided["behavior"], decided["actor"]) == ("deny", "alice")
+
+
+def test_operator_decides_all_covers_low_risk_requests_too(system: System) -> None:
+    broker = system.broker
+    broker.operator_decides = "all"
+    broker.create_run("r1")
+    approval_id = ask(broker, tool="Read")
+    with pytest.raises(OperatorOnlyError, match="low-risk request"):
+        broker.permission_decision("r1", "req-1", "deny")
+    assert system.views.approval(approval_id).status == "pending"  # type: ignore[union-attr]
+
+
+def test_an_unknown_policy_is_refused(system: System) -> None:
+    with pytest.raises(ValueError, match="operator-decides policy"):
+        Broker(system.log, system.clock, system.approvals, system.views, operator_decides="none")

@@ -20,6 +20,8 @@ OPERATOR_TOKEN = "operator-0123456789abcdef-secret"
 OPERATOR_DIGEST = hashlib.sha256(OPERATOR_TOKEN.encode()).hexdigest()
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 BASE = "http://flightlog.test"
+# What an agent sends with every body, raw ones too (the wire protocol takes only JSON).
+AGENT_HEADERS = {"Content-Type": "application/json"}
 # Short, so that an empty poll answers quickly; tests of the wait itself build their own app.
 TEST_POLL_TIMEOUT = 0.2
 
@@ -68,7 +70,9 @@ def make_client(portal, make_app) -> Iterator[Callable[..., httpx.Client]]:
     clients: list[httpx.Client] = []
 
     def make(**options: Any) -> httpx.Client:
-        client = httpx.Client(transport=PortalTransport(make_app(**options), portal), base_url=BASE)
+        client = httpx.Client(
+            transport=PortalTransport(make_app(**options), portal), base_url=BASE, headers=AGENT_HEADERS
+        )
         clients.append(client)
         return client
 

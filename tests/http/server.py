@@ -50,7 +50,10 @@ class ServerProcess:
         for reader in self._readers:
             reader.start()
         self.url = self._wait_for_url()
-        self.client = httpx.Client(base_url=self.url, timeout=30)
+        # Agents send JSON bodies, raw ones too: the wire protocol takes nothing else.
+        self.client = httpx.Client(
+            base_url=self.url, timeout=30, headers={"Content-Type": "application/json"}
+        )
 
     def _read(self, stream, lines: list[str], announce: bool) -> None:
         for raw in stream:

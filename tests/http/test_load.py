@@ -78,6 +78,7 @@ class Load:
 
     async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
         client = self.clients[hash(body.get("run_id")) % len(self.clients)]
+        headers = {"Content-Type": "application/json", **(headers or {})}  # as every agent sends
         response = await client.post(path, content=orjson.dumps(body), headers=headers)
         assert response.status_code == 200, (path, response.status_code, response.text)
         return response.json() if response.headers["content-type"] == "application/json" else None

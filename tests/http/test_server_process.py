@@ -260,7 +260,8 @@ def test_malformed_oversized_and_non_ascii_input_gets_4xx(serve):
     message = b'{"id": "m", "type": "t", "run_id": "a"}'
     bearer = (
         b"POST /push-control HTTP/1.1\r\nHost: " + host + b"\r\nAuthorization: Bearer t\xc3\xb6k\xc3\xa9n\r\n"
-        b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(message), message)
+        b"Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+        % (len(message), message)
     )
     assert raw_request(server.url, bearer) == (401, b"unauthorized\n")
     assert events(server) == before

@@ -10,7 +10,7 @@ import pytest
 from actors import ControlMessage
 from tools.http.wire import MAX_BODY
 
-from .conftest import AUTHED, OPERATOR, POST_ONLY, assert_json, head, text
+from .conftest import AGENT_HEADERS, AUTHED, OPERATOR, POST_ONLY, assert_json, head, text
 
 # -- general rules --------------------------------------------------------------------------
 
@@ -68,14 +68,14 @@ def test_missing_credentials_are_401(client, register, system, path, body):
     "creds",
     [
         ("a", "0" * 32),
-        ("ghost", "chosen-token"),
-        ("a", "chösen-token"),
-        ("a", "CHOSEN-TOKEN"),
+        ("ghost", "chosen-token-sixteen"),
+        ("a", "chösen-token-sixteen"),
+        ("a", "CHOSEN-TOKEN-SIXTEEN"),
         ("a", "chosen"),
     ],
 )
 def test_bad_credentials_are_401(client, register, system, path, creds):
-    register("a", "chosen-token")
+    register("a", "chosen-token-sixteen")
     run_id, token = creds
     before = head(system)
     response = client.post(path, json={"run_id": run_id, "token": token, "to_run_id": "a"})
@@ -129,7 +129,7 @@ def test_streamed_body_over_the_limit_is_413(make_app, portal, system):
 
         transport = httpx.ASGITransport(app=make_app())
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
-            response = await c.post("/register", content=chunks())
+            response = await c.post("/register", content=chunks(), headers=AGENT_HEADERS)
             assert "content-length" not in response.request.headers  # chunked: no length to check
             return response.status_code
 

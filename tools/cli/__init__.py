@@ -10,18 +10,24 @@ from typing import Any
 import click
 
 from .. import bench, demo
-from .._output import EXIT_CODES, EXIT_INTERRUPTED, Commands
+from .._output import EXIT_CODES, EXIT_INTERRUPTED, Commands, clean
 from . import approvals, export, fork, log, serve, travel
 
 __all__ = ["cli", "main"]
 
 
 class _Flightlog(Commands):
-    """The group: Ctrl-C ends any command with exit 130, a storage error with exit 8; one line each."""
+    """The group: Ctrl-C ends any command with exit 130, a storage error with exit 8; one line each.
+
+    An error message (which may quote run data) is cleaned before click prints it.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.ClickException as e:
+            e.message = clean(e.message, keep_newlines=True)
+            raise
         except KeyboardInterrupt:
             click.echo("flightlog: interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)

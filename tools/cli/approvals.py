@@ -10,13 +10,12 @@ from datetime import datetime
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from eventlog import EventLog, EventLogError, SystemClock, VerifyResult
 from projections import ApprovalRow, Views
 from projections.approvals import load_row, pending_order
 
-from .._output import EXIT_FOUND, console, emit_json, err_console, open_db
+from .._output import EXIT_FOUND, console, emit_json, err_console, open_db, shown
 from .decide import approve_cmd, reject_cmd
 from .formats import SHORT_DIGEST, Column, duration, latency, print_table, when, wide_option
 from .remote import OperatorClient, error_of, one_target, server_option
@@ -104,9 +103,9 @@ def approvals_cmd(db: str | None, server: str | None, show_all: bool, wide: bool
             columns.append(Column("votes", "right"))
     cells = []
     for r in rows:
-        row = [r.id, escape(r.run_id) or "—", escape(r.kind), escape(r.title), _risk(r.risk)]
+        row = [shown(r.id), shown(r.run_id) or "—", shown(r.kind), shown(r.title), _risk(r.risk)]
         if show_all:
-            row += [_outcome(r), escape(r.actor) or "—", when(r.requested_at), escape(r.identity) or "—",
+            row += [_outcome(r), shown(r.actor) or "—", when(r.requested_at), shown(r.identity) or "—",
                     latency(r.latency_ms), str(len(r.refused))]  # fmt: skip
         else:
             left = (r.expires_at - now).total_seconds()
@@ -119,7 +118,7 @@ def approvals_cmd(db: str | None, server: str | None, show_all: bool, wide: bool
 
 def _risk(risk: str) -> str:
     colour = {"low": "green", "medium": "yellow", "high": "red"}.get(risk)
-    return f"[{colour}]{risk}[/]" if colour else escape(risk)
+    return f"[{colour}]{risk}[/]" if colour else shown(risk)
 
 
 # -- audit -----------------------------------------------------------------------------------
@@ -159,7 +158,7 @@ def audit_cmd(db: str | None, server: str | None, run_id: str | None, wide: bool
         emit_json(out)
     else:
         if unreadable:
-            err_console.print(f"[red]error[/]: {escape(unreadable)}", soft_wrap=True)
+            err_console.print(f"[red]error[/]: {shown(unreadable)}", soft_wrap=True)
         else:
             _audit_table(rows, run_id, wide)
         console.print(_verify_line(result), soft_wrap=True)
@@ -214,18 +213,18 @@ def _audit_table(rows: list[ApprovalRow], run_id: str | None, wide: bool) -> Non
     ]
     cells = [
         [
-            r.id,
-            escape(r.run_id) or "—",
-            escape(r.title),
+            shown(r.id),
+            shown(r.run_id) or "—",
+            shown(r.title),
             _outcome(r),
-            escape(r.actor) or "—",
+            shown(r.actor) or "—",
             when(r.decided_at),
-            escape(r.kind),
+            shown(r.kind),
             _risk(r.risk),
             r.payload_sha256[:SHORT_DIGEST],
             when(r.requested_at),
-            escape(r.requested_by) or "—",
-            escape(r.identity) or "—",
+            shown(r.requested_by) or "—",
+            shown(r.identity) or "—",
             latency(r.latency_ms),
             str(len(r.refused)),
         ]
@@ -235,9 +234,11 @@ def _audit_table(rows: list[ApprovalRow], run_id: str | None, wide: bool) -> Non
     for r in rows:
         for a in r.refused:
             who = f"{a.actor} ({a.identity})" if a.identity else a.actor
+            # A run's own answer to a request that needs an operator is not an operator's decision.
+            kind = "agent-reported answer refused" if a.agent_reported else "refused"
             console.print(
-                f"  refused at seq {a.seq}: {escape(who)}'s {a.decision} of {r.id} at {when(a.at)}: "
-                f"{escape(a.reason)}",
+                f"  {kind} at seq {a.seq}: {shown(who)}'s {shown(a.decision)} of {shown(r.id)} "
+                f"at {when(a.at)}: {shown(a.reason)}",
                 soft_wrap=True,
             )
 
@@ -257,6 +258,6 @@ def _verify_line(result: VerifyResult) -> str:
         upto = result.head.seq if result.head is not None else result.checked
         return f"[green]ok[/]: chain verified up to seq {upto}"
     return (
-        f"[red]BROKEN[/]: the chain breaks at seq {result.first_bad_seq}: {escape(result.reason)} "
+        f"[red]BROKEN[/]: the chain breaks at seq {result.first_bad_seq}: {shown(result.reason)} "
         f"({result.checked} events verified before it)"
     )

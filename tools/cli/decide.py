@@ -13,7 +13,6 @@ from typing import Any, NoReturn
 from urllib.parse import quote
 
 import click
-from rich.markup import escape
 
 from actors import (
     ActorsError,
@@ -29,7 +28,7 @@ from eventlog import EventLogError
 from projections import ApprovalRow
 from projections.approvals import RECORDING
 
-from .._output import EXIT_STORAGE, EXIT_USAGE, console, emit_json, err_console, open_db
+from .._output import EXIT_STORAGE, EXIT_USAGE, console, emit_json, err_console, open_db, shown
 from . import ids
 from .formats import SHORT_DIGEST, when
 from .remote import OperatorClient, error_of, one_target, server_option
@@ -156,9 +155,9 @@ def _decided(outcome: dict[str, Any], kind: str, title: str, as_json: bool) -> N
         return
     decision = outcome["decision"]
     verb = {"approve": "[green]approved[/]", "reject": "[red]rejected[/]"}.get(decision, decision)
-    run = f" (run {escape(outcome['run_id'])})" if outcome["run_id"] else ""
+    run = f" (run {shown(outcome['run_id'])})" if outcome["run_id"] else ""
     console.print(
-        f"{verb} {outcome['id']}{run}: {escape(kind)} {escape(title)!r} by {escape(outcome['actor'])} "
+        f"{verb} {outcome['id']}{run}: {shown(kind)} {shown(title)!r} by {shown(outcome['actor'])} "
         f"at {when(outcome['at'])}; digest {outcome['payload_sha256'][:SHORT_DIGEST]}",
         soft_wrap=True,
     )
@@ -217,7 +216,7 @@ def _refuse(code: int, error: str, message: str, as_json: bool) -> NoReturn:
     if as_json:
         emit_json({"ok": False, "error": error, "message": message})
     else:
-        err_console.print(f"[red]error[/]: {escape(message)}", soft_wrap=True)
+        err_console.print(f"[red]error[/]: {shown(message)}", soft_wrap=True)
     raise SystemExit(code)
 
 

@@ -19,7 +19,6 @@ from typing import IO, Any, NoReturn
 
 import click
 import orjson
-from rich.markup import escape
 
 from eventlog import (
     GENESIS_HASH,
@@ -34,7 +33,7 @@ from eventlog import (
 )
 from projections import Views
 
-from .._output import EXIT_FOUND, console, emit_json, err_console, open_db
+from .._output import EXIT_FOUND, console, emit_json, err_console, open_db, shown
 from .log import record_json
 from .replay import progress_bar
 from .views_db import ViewsDatabaseError, view_tables, write_tables
@@ -212,16 +211,16 @@ def _print_summary(summary: dict[str, Any], output: str | None, views_out: str |
     if "records" in summary and output is not None:
         r = summary["records"]
         span = f" (seq {r['first_seq']} to {r['last_seq']})" if r["count"] else ""
-        console.print(f"exported {r['count']} record(s){span} to {escape(output)}")
+        console.print(f"exported {r['count']} record(s){span} to {shown(output)}")
     if "views" in summary and views_out is not None:
         v = summary["views"]
         tables = ", ".join(f"{name} ({rows})" for name, rows in v["tables"].items())
-        console.print(f"wrote the views at seq {v['seq']} to {escape(views_out)}: {tables}", soft_wrap=True)
+        console.print(f"wrote the views at seq {v['seq']} to {shown(views_out)}: {tables}", soft_wrap=True)
         chain = v["chain"]
         if chain["ok"]:
             console.print(f"[green]ok[/]: chain verified over {chain['checked']} events")
         else:
-            console.print(f"[red]BROKEN[/] at seq {chain['first_bad_seq']}: {escape(chain['reason'])}")
+            console.print(f"[red]BROKEN[/] at seq {chain['first_bad_seq']}: {shown(chain['reason'])}")
 
 
 # -- import ------------------------------------------------------------------------------------
@@ -310,5 +309,5 @@ def _refused(as_json: bool, message: str, **where: Any) -> NoReturn:
     if as_json:
         emit_json({"ok": False, "error": "refused", "message": message, **where})
     else:
-        err_console.print(f"[red]refused[/]: {escape(message)}", soft_wrap=True)
+        err_console.print(f"[red]refused[/]: {shown(message)}", soft_wrap=True)
     raise SystemExit(EXIT_FOUND)

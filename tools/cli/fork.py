@@ -10,13 +10,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-from rich.markup import escape
 
 from actors import ActorsError, Approval, CommandHarness, Harness, System
 from eventlog import EventLog
 from projections import Views
 
-from .._output import EXIT_FOUND, UsageFailure, console, emit_json, err_console, open_db
+from .._output import EXIT_FOUND, UsageFailure, console, emit_json, err_console, open_db, shown
 from . import ids
 from .redrive import ForkError, Redriven, fork_run, redrive
 from .travel import AT_HELP, parse_at
@@ -182,7 +181,7 @@ def redrive_cmd(
     else:
         _print_redriven(done)
     if not done.recorded and done.status == "failed":
-        err_console.print(f"[red]error[/]: the re-driven run {done.run_id} failed: {escape(done.reason)}")
+        err_console.print(f"[red]error[/]: the re-driven run {shown(done.run_id)} failed: {shown(done.reason)}")
         raise SystemExit(EXIT_FOUND)
 
 
@@ -257,8 +256,8 @@ def _redrive(
 ) -> Redriven:
     def announce(approval: Approval) -> None:
         err_console.print(
-            f"approval [bold]{approval.id}[/] waits: {escape(approval.title)} — "
-            f"flightlog approve {escape(db)} {approval.id} --as NAME (or reject)"
+            f"approval [bold]{approval.id}[/] waits: {shown(approval.title)} — "
+            f"flightlog approve {shown(db)} {approval.id} --as NAME (or reject)"
         )
 
     with System.open(log, approval_timeout=approval_timeout) as system:
@@ -281,7 +280,7 @@ def _redrive(
 def _print_redriven(r: Redriven) -> None:
     source = "the recording" if r.recorded else "a live harness"
     served = f", {r.served} recorded event(s) served" if r.recorded else ""
-    reason = f" ({escape(r.reason)})" if r.reason else ""
+    reason = f" ({shown(r.reason)})" if r.reason else ""
     console.print(f"re-drove run [bold]{r.run_id}[/] with {source}: [bold]{r.status}[/]{reason}{served}")
     if r.decisions:
         console.print(f"permission requests ended: {', '.join(r.decisions)}")
@@ -290,4 +289,4 @@ def _print_redriven(r: Redriven) -> None:
     if r.ran_out:
         console.print("the recording ran out before the run ended (the origin was aborted there): aborted")
     if r.broke:
-        console.print(f"the recording could not be served on ({escape(r.broke)}): aborted")
+        console.print(f"the recording could not be served on ({shown(r.broke)}): aborted")

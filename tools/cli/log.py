@@ -19,6 +19,7 @@ from .._output import (
     open_db,
     parse_anchor,
     progress,
+    shown,
 )
 from .remote import OperatorClient, one_target, server_option
 
@@ -79,8 +80,8 @@ def events_cmd(db: str, stream: str | None, after: int, follow: bool, as_json: b
                 data = orjson.dumps(r.data).decode()
                 stamp = r.recorded_at.isoformat(timespec="milliseconds")
                 console.print(
-                    f"[dim]{r.seq:>8}[/] {stamp} [cyan]{r.stream}[/]@{r.version} "
-                    f"[bold]{r.type}[/] {data[:160]}",
+                    f"[dim]{r.seq:>8}[/] {stamp} [cyan]{shown(r.stream)}[/]@{r.version} "
+                    f"[bold]{shown(r.type)}[/] {shown(data[:160])}",
                     soft_wrap=True,
                 )
     except KeyboardInterrupt:

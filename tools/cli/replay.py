@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from eventlog import EventLogError, SnapshotsUnsupported, snapshot_store
@@ -25,7 +24,7 @@ from projections import (
     text_diff,
 )
 
-from .._output import EXIT_FOUND, console, emit_json, open_db, progress
+from .._output import EXIT_FOUND, console, emit_json, open_db, progress, shown
 from .golden import GoldenError, read_expected, rendered_timelines, write_expected
 
 PROGRESS_FROM = 20_000  # logs shorter than this rebuild too fast to need a progress bar
@@ -154,7 +153,7 @@ def replay_check_cmd(db: str, golden: str | None, update_golden: bool, as_json: 
         if update_golden:
             assert golden is not None
             written = write_expected(golden, Views(log, snapshots=None))
-            console.print(f"wrote {len(written)} file(s) under {escape(golden)}")
+            console.print(f"wrote {len(written)} file(s) under {shown(golden)}")
             return
         with progress_bar("rebuilding", head, as_json) as advance:
             if golden is not None:
@@ -187,7 +186,7 @@ def _print_report(report: ReplayReport, golden: str | None, as_json: bool) -> No
         emit_json(report.to_dict())
         return
     against = f"golden dumps in {golden}" if golden else "stored snapshot digests"
-    table = Table(title=f"replay check at seq {report.head:,}, against {escape(against)}")
+    table = Table(title=f"replay check at seq {report.head:,}, against {shown(against)}")
     for column in ("view", "compared", "result", "digest now"):
         table.add_column(column, justify="right" if column == "compared" else "left")
     bad = {m.view for m in report.mismatches}
@@ -197,11 +196,11 @@ def _print_report(report: ReplayReport, golden: str | None, as_json: bool) -> No
         table.add_row(name, str(count), result, report.digests.get(name, "")[:16])
     console.print(table)
     for note in report.skipped:
-        console.print(f"[dim]skipped: {escape(note)}[/]")
+        console.print(f"[dim]skipped: {shown(note)}[/]")
     for m in report.mismatches:
         digests = f"expected {m.expected[:16]}, got {m.actual[:16]}"
         console.print(f"\n[red]{m.view} differs at seq {m.seq}[/] ({digests})")
-        console.print(escape(m.diff), soft_wrap=True, highlight=False)
+        console.print(shown(m.diff), soft_wrap=True, highlight=False)
     if report.ok and report.total == 0:
         hint = "no stored snapshots (run `flightlog replay DB` first)"
         console.print(f"[yellow]nothing was compared: {hint}[/]")

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from actors import System, make_token
+from actors import OPERATOR_DECIDES, System, make_token
 
 from .._output import UsageFailure
 
@@ -36,9 +36,11 @@ class _QueryFreeAccessLog(logging.Filter):
         return True
 
 
-def _serve(app: Any, sock: socket.socket, access_log: bool, log_level: str) -> None:
+def _serve(app: Any, sock: socket.socket, access_log: bool, log_level: str, read_timeout: float) -> None:
     """Run uvicorn until it is told to stop; print the bound address once it accepts connections."""
     import uvicorn  # here, not at the top: every other command starts without the server stack
+
+    from ..http import read_deadline_protocol
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -61,6 +63,7 @@ def _serve(app: Any, sock: socket.socket, access_log: bool, log_level: str) -> N
         server_header=False,
         lifespan="off",
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
+        http=read_deadline_protocol(read_timeout),
     )
     logging.getLogger("uvicorn.access").addFilter(_QueryFreeAccessLog())
     _log_storage_incidents()
@@ -116,6 +119,21 @@ def _operator_token_digest() -> str:
     help="Undelivered control messages a run may hold; a push past it gets 429 (default: 1000).",
 )
 @click.option(
+    "--operator-decides",
+    type=click.Choice(OPERATOR_DECIDES),
+    default="high",
+    show_default=True,
+    help="Which permission requests only an operator decides: every high-risk one, or all of them. "
+    "A run's own answer to one is recorded as a refused attempt.",
+)
+@click.option(
+    "--read-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds a client has to send a whole request (head and body); then it is dropped.",
+)
+@click.option(
     "--access-log/--no-access-log", default=True, show_default=True, help="Log each request (no query)."
 )
 @click.option(
@@ -131,6 +149,8 @@ def serve_cmd(
     approval_timeout: float,
     ask_timeout: float,
     queue_limit: int | None,
+    operator_decides: str,
+    read_timeout: float,
     access_log: bool,
     log_level: str,
 ) -> None:
@@ -167,9 +187,11 @@ def serve_cmd(
         system = System.open(db, approval_timeout=approval_timeout, ask_timeout=ask_timeout)
         if queue_limit is not None:
             system.broker.queue_limit = queue_limit
+        system.broker.operator_decides = operator_decides
         try:
             if not stop:
-                _serve(create_app(system, operator_token_sha256=digest), sock, access_log, log_level)
+                app = create_app(system, operator_token_sha256=digest)
+                _serve(app, sock, access_log, log_level, read_timeout)
         finally:
             system.close()
             sock.close()

@@ -10,13 +10,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from eventlog import EventLog
 from projections import Diff, TimelineEntry, Views
 
-from .._output import EXIT_FOUND, console, emit_json, open_db
+from .._output import EXIT_FOUND, console, emit_json, open_db, shown
 from . import ids, replay
 from .formats import Column, print_table, wide_option
 from .remote import OperatorClient, one_target, server_option
@@ -71,7 +70,7 @@ def _timeline_table(title: str, entries: list[TimelineEntry]) -> Table:
     for e in entries:
         who = e.name or e.role
         text = e.text or e.detail
-        table.add_row(_when(e.at), e.kind, escape(who), escape(text[:200]), e.status)
+        table.add_row(_when(e.at), shown(e.kind), shown(who), shown(text[:200]), shown(e.status))
     return table
 
 
@@ -138,13 +137,13 @@ def runs_cmd(db: str | None, server: str | None, at_text: str | None, wide: bool
     for r in broker:
         f = finish.get(r.run_id)
         broker_cells.append([
-            escape(r.run_id), escape(r.last_state), str(r.reports), str(r.finishes), _when(r.last_seen),
-            escape(f.summary if f else ""), _when(r.registered_at), str(r.queue_depth),
+            shown(r.run_id), shown(r.last_state), str(r.reports), str(r.finishes), _when(r.last_seen),
+            shown(f.summary if f else ""), _when(r.registered_at), str(r.queue_depth),
         ])  # fmt: skip
     print_table(f"broker runs at {moment}", BROKER_COLUMNS, broker_cells, wide=wide)
     agent_cells = [
-        [escape(a.run_id), a.status, escape(a.title), _when(a.started_at),
-         f"{a.forked_from} @{a.fork_seq}" if a.forked_from else "", a.stream]
+        [shown(a.run_id), shown(a.status), shown(a.title), _when(a.started_at),
+         shown(f"{a.forked_from} @{a.fork_seq}") if a.forked_from else "", shown(a.stream)]
         for a in agent
     ]  # fmt: skip
     print_table(f"agent runs at {moment}", AGENT_COLUMNS, agent_cells, wide=wide)
@@ -209,18 +208,20 @@ def timeline_cmd(
         if as_json:
             emit_json({"run_id": run_id, "moments": [m.to_dict() for m in moments]})
             return
-        table = Table(title=f"run {run_id} after each of its events", title_justify="left")
+        table = Table(title=f"run {shown(run_id)} after each of its events", title_justify="left")
         for column in ("seq", "at", "event", "status", "entries", "last entry"):
             table.add_column(column, overflow="fold")
         for m in moments:
             last = (m.entries[-1].text or m.entries[-1].detail)[:80] if m.entries else ""
-            table.add_row(str(m.seq), _when(m.at), m.type, m.status, str(len(m.entries)), escape(last))
+            table.add_row(
+                str(m.seq), _when(m.at), shown(m.type), shown(m.status), str(len(m.entries)), shown(last)
+            )
         console.print(table)
         return
     if as_json:
         emit_json({"run_id": run_id, "seq": seq, "entries": _entries_json(entries)})
         return
-    console.print(_timeline_table(f"run {run_id} at {moment}", entries))
+    console.print(_timeline_table(f"run {shown(run_id)} at {moment}", entries))
 
 
 # -- travel --------------------------------------------------------------------------------------
@@ -269,20 +270,20 @@ def travel_cmd(db: str, run_id: str, at_text: str, as_json: bool) -> None:
             }
         )
         return
-    console.print(f"[bold]run {run_id}[/] at {moment}")
+    console.print(f"[bold]run {shown(run_id)}[/] at {moment}")
     if agent is None and broker is None:
         console.print("[yellow]the run did not exist yet at that moment[/]")
         return
     if agent is not None:
         origin = f", forked from {agent.forked_from} @{agent.fork_seq}" if agent.forked_from else ""
-        console.print(f"agent run: [bold]{agent.status or 'started'}[/] — {escape(agent.title)}{origin}")
+        console.print(f"agent run: [bold]{agent.status or 'started'}[/] — {shown(agent.title)}{origin}")
     if broker is not None:
         console.print(
-            f"broker run: last state {escape(broker.last_state) or '—'}, {broker.reports} report(s), "
+            f"broker run: last state {shown(broker.last_state) or '—'}, {broker.reports} report(s), "
             f"{broker.finishes} finish(es), last seen {_when(broker.last_seen)}"
         )
     for a in pending:
-        console.print(f"open approval [bold]{a.id}[/]: {escape(a.title)} ({a.status})")
+        console.print(f"open approval [bold]{shown(a.id)}[/]: {shown(a.title)} ({shown(a.status)})")
     if agent is not None:
         console.print(_timeline_table("timeline", entries))
 
@@ -347,18 +348,18 @@ def _narrow(diff: Diff, run_id: str) -> Diff:
 
 
 def _print_diff(diff: Diff, run_id: str) -> None:
-    console.print(f"[bold]{diff.view}[/] of run {run_id}: seq {diff.a:,} → seq {diff.b:,}")
+    console.print(f"[bold]{diff.view}[/] of run {shown(run_id)}: seq {diff.a:,} → seq {diff.b:,}")
     if diff.empty:
         console.print("no change")
         return
     for item in diff.added:
-        console.print(f"[green]+ {escape(_label(item))}[/]")
+        console.print(f"[green]+ {shown(_label(item))}[/]")
     for item in diff.removed:
-        console.print(f"[red]- {escape(_label(item))}[/]")
+        console.print(f"[red]- {shown(_label(item))}[/]")
     for change in diff.changed:
-        fields = ", ".join(f"{f}: {escape(str(change.before.get(f)))} → {escape(str(change.after.get(f)))}"
+        fields = ", ".join(f"{f}: {shown(str(change.before.get(f)))} → {shown(str(change.after.get(f)))}"
                            for f in change.fields)  # fmt: skip
-        console.print(f"[yellow]~ {escape(change.key)}[/] {fields}", soft_wrap=True)
+        console.print(f"[yellow]~ {shown(change.key)}[/] {fields}", soft_wrap=True)
 
 
 def _label(item: dict[str, Any]) -> str:

@@ -187,7 +187,8 @@ async function renderAudit() {
     tr.append(el("td", when(a.requested_at)), el("td", a.title), el("td", a.run_id), el("td", a.risk),
       el("td", a.payload_sha256.slice(0, 16)), el("td", a.decision || a.status),
       el("td", a.identity ? `${a.actor} (${a.identity})` : a.actor),
-      el("td", a.latency_ms === null ? "" : `${Math.round(a.latency_ms)} ms`), el("td", a.refused));
+      el("td", a.latency_ms === null ? "" : `${Math.round(a.latency_ms)} ms`),
+      el("td", a.agent_reported ? `${a.refused} (${a.agent_reported} answered by the run)` : a.refused));
     return tr;
   }));
 }

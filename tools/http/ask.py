@@ -22,7 +22,7 @@ from starlette.routing import Route
 from actors import AskError, AskOutcome, Broker
 
 from .calls import refusals, wait_unless_disconnected
-from .wire import Endpoint, NoResponse, WireError, bearer_token, json_response, string_field
+from .wire import Endpoint, NoResponse, WireError, bearer_token, browser_guard, json_response, string_field
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -64,9 +64,9 @@ class AskRoutes:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/wait_reply", Endpoint(self.wait_reply, ("POST",))),
-            Route("/cancel_message", Endpoint(self.cancel_message, ("POST",))),
-            Route("/sessions", Endpoint(self.sessions, ("GET", "POST"))),
+            Route("/wait_reply", Endpoint(browser_guard(self.wait_reply), ("POST",))),
+            Route("/cancel_message", Endpoint(browser_guard(self.cancel_message), ("POST",))),
+            Route("/sessions", Endpoint(browser_guard(self.sessions), ("GET", "POST"))),
         ]
 
     # -- /send's ask and reply branches --------------------------------------------------

@@ -32,9 +32,11 @@ from .ask import AskRoutes
 from .calls import answer, call, wait_unless_disconnected
 from .wire import (
     Endpoint,
+    Handler,
     NoResponse,
     WireError,
     bearer_token,
+    browser_guard,
     digest_matches,
     json_response,
     parse_object,
@@ -49,7 +51,8 @@ from .wire import (
 
 POLL_TIMEOUT = 2.0  # seconds a poll waits on an empty queue, as the seed
 # A caller may choose its run's token at /register (the seed allows it); we take only what
-# survives every client and header unchanged.
+# survives every client and header unchanged, and long enough not to be guessed.
+MIN_TOKEN_LENGTH = 16
 MAX_TOKEN_LENGTH = 512
 POST = ("POST",)
 # What a run may say about itself at /register, for peer discovery (/sessions).
@@ -73,18 +76,21 @@ class BrokerRoutes:
         self.asks = AskRoutes(broker, self.authenticated)
 
     def routes(self) -> list[Route]:
+        def route(path: str, handler: Handler, methods: tuple[str, ...] | None = POST) -> Route:
+            return Route(path, Endpoint(browser_guard(handler), methods))
+
         return [
-            Route("/health", Endpoint(self.health, None)),
-            Route("/register", Endpoint(self.register, POST)),
-            Route("/heartbeat", Endpoint(self.heartbeat, POST)),
-            Route("/push-control", Endpoint(self.push_control, POST)),
-            Route("/poll-control", Endpoint(self.poll_control, POST)),
-            Route("/report", Endpoint(self.report, POST)),
-            Route("/finish", Endpoint(self.finish, POST)),
-            Route("/reply", Endpoint(self.reply, POST)),
-            Route("/permission_request", Endpoint(self.permission_request, POST)),
-            Route("/permission", Endpoint(self.permission, POST)),
-            Route("/send", Endpoint(self.send, POST)),
+            route("/health", self.health, None),
+            route("/register", self.register),
+            route("/heartbeat", self.heartbeat),
+            route("/push-control", self.push_control),
+            route("/poll-control", self.poll_control),
+            route("/report", self.report),
+            route("/finish", self.finish),
+            route("/reply", self.reply),
+            route("/permission_request", self.permission_request),
+            route("/permission", self.permission),
+            route("/send", self.send),
             *self.asks.routes(),
         ]
 
@@ -143,8 +149,10 @@ class BrokerRoutes:
         token = string_field(body, "token")
         if not run_id:
             raise WireError(400, "missing run_id")
-        if token and not visible_ascii(token, MAX_TOKEN_LENGTH):
-            raise WireError(400, f"invalid token: 1 to {MAX_TOKEN_LENGTH} printable ASCII characters")
+        if token and not (len(token) >= MIN_TOKEN_LENGTH and visible_ascii(token, MAX_TOKEN_LENGTH)):
+            raise WireError(
+                400, f"invalid token: {MIN_TOKEN_LENGTH} to {MAX_TOKEN_LENGTH} printable ASCII characters"
+            )
         info = {key: string_field(body, key) for key in PEER_FIELDS}
         token = await call(self.broker.register, run_id, token)
         if any(info.values()):

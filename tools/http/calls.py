@@ -18,6 +18,7 @@ from actors import (
     BrokerError,
     ContentionError,
     ControlQueueFullError,
+    OperatorOnlyError,
     RunAlreadyRegisteredError,
     RunNotFoundError,
 )
@@ -47,6 +48,8 @@ def refusals(missing: tuple[int, str | None] = (404, "run not found")) -> Iterat
     except RunNotFoundError as e:
         status, message = missing
         raise WireError(status, message if message is not None else str(e)) from None
+    except OperatorOnlyError as e:
+        raise WireError(403, str(e), as_json=True) from None
     except RunAlreadyRegisteredError as e:
         raise WireError(409, str(e)) from None
     except ControlQueueFullError as e:

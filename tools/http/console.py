@@ -276,6 +276,7 @@ def _approval_json(a: ApprovalRow) -> dict[str, Any]:
         "quorum": a.quorum,
         "votes": list(a.votes),
         "refused": len(a.refused),
+        "agent_reported": sum(1 for r in a.refused if r.agent_reported),  # a run's own answers, refused
     }
 
 

@@ -21,6 +21,9 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 MAX_BODY = 1 << 20  # 1 MiB, as the seed
+# TRACE echoes a request back (cross-site tracing) and CONNECT opens a tunnel: no path takes them.
+NEVER_ALLOWED = frozenset({"TRACE", "CONNECT"})
+ANY_METHOD = frozenset({"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"})
 
 _TEXT = "text/plain; charset=utf-8"
 _JSON = "application/json"
@@ -34,11 +37,14 @@ _WS = re.compile(rb"\s*")
 class WireError(Exception):
     """Raised by a handler to answer with an error status and a short message."""
 
-    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, headers: Mapping[str, str] | None = None, *, as_json: bool = False
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = dict(headers or {})
+        self.as_json = as_json  # a refusal the seed has no text for: `{"error": ...}` on any path
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -50,6 +56,8 @@ ErrorRenderer = Callable[[WireError], Response]
 
 def text_error(error: WireError) -> Response:
     """A plain-text error, as Go's http.Error writes it (message, newline, nosniff)."""
+    if error.as_json:
+        return json_error(error)
     headers = {"X-Content-Type-Options": "nosniff", **error.headers}
     return Response(f"{error.message}\n", error.status, headers, media_type=_TEXT)
 
@@ -96,8 +104,12 @@ class Endpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         response: Response
-        if self.methods is not None and request.method not in self.methods:
-            response = self.render(WireError(405, "method not allowed"))
+        if request.method in NEVER_ALLOWED:
+            allow = ", ".join(sorted(self.methods if self.methods is not None else ANY_METHOD))
+            response = self.render(WireError(405, "method not allowed", {"Allow": allow}))
+        elif self.methods is not None and request.method not in self.methods:
+            allow = ", ".join(sorted(self.methods))
+            response = self.render(WireError(405, "method not allowed", {"Allow": allow}))
         else:
             try:
                 response = await self.handler(request)
@@ -106,6 +118,48 @@ class Endpoint:
             except ClientDisconnect:
                 return  # nobody to answer
         await response(scope, receive, send)
+
+
+# -- browsers ------------------------------------------------------------------------------
+
+
+def browser_guard(handler: Handler) -> Handler:
+    """`handler` behind the wire protocol's cross-site rules, checked before any credential.
+
+    A web page can make a browser POST `text/plain` (or a form) anywhere without asking, and
+    say where it comes from only in `Origin`. So a request naming an Origin other than this
+    server's own loopback origin is a 403, and a POST body that is not `application/json` a
+    415 (a JSON type with parameters, `; charset=utf-8`, is fine). Agents send JSON and no
+    Origin, as the seed's clients do.
+    """
+
+    async def guarded(request: Request) -> Response:
+        origin = request.headers.get("origin")
+        if origin is not None and origin not in own_origins(request):
+            raise WireError(403, "cross-site request refused: this Origin may not use the wire protocol",
+                            as_json=True)  # fmt: skip
+        if request.method == "POST" and media_type(request.headers.get("content-type", "")) != _JSON:
+            raise WireError(415, "the body must be JSON: send Content-Type: application/json", as_json=True)
+        return await handler(request)
+
+    return guarded
+
+
+def media_type(content_type: str) -> str:
+    """The media type of a Content-Type header, lower-cased, without its parameters."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def own_origins(request: Request) -> frozenset[str]:
+    """The loopback origins of the port this server answers on (never what `Host` claims).
+
+    Host is the caller's to choose, so a page on a name it rebinds to 127.0.0.1 could make
+    any Host-derived origin its own; the loopback names cannot be rebound.
+    """
+    server = request.scope.get("server")
+    port = server[1] if server and server[1] is not None else 80
+    suffix = "" if port == 80 else f":{port}"
+    return frozenset(f"http://{host}{suffix}" for host in ("127.0.0.1", "localhost", "[::1]"))
 
 
 # -- bodies ----------------------------------------------------------------------------------

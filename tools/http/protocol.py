@@ -1,0 +1,87 @@
+"""uvicorn's HTTP protocol with a read deadline: a request must arrive whole, head and body, in time.
+
+uvicorn times out an idle keep-alive connection but not a request being sent: a client that
+opens a connection and sends half a request line (or a body that never ends) would hold its
+socket forever, and a few thousand such clients exhaust the server's descriptors. Here each
+request gets `read_timeout` seconds from its first byte (from the connection for the first
+request) until its last; a request still incomplete then is answered 408 if its head never
+arrived, and the connection closed either way (a handler waiting on the body hears a
+disconnect). The time a handler takes to answer (a long poll) is not counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+READ_TIMEOUT = 10.0  # seconds a client has to send one whole request
+_LATE = b'{"error": "the request did not arrive in time"}\n'
+_TIMED_OUT = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"content-length: %d\r\n\r\n%s" % (len(_LATE), _LATE)
+)
+
+
+class ReadDeadlineProtocol(HttpToolsProtocol):
+    """HttpToolsProtocol that drops a connection whose request does not arrive within `read_timeout`."""
+
+    read_timeout = READ_TIMEOUT
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._read_deadline: asyncio.TimerHandle | None = None
+        self._awaiting_request = True  # between requests (or before the first): a new one may start
+        self._head_read = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._awaiting_request and self._read_deadline is None:
+            self._arm()  # the first bytes of the next request on a kept-alive connection
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        self._head_read = True
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        self._awaiting_request = False
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        self._awaiting_request = True
+        self._head_read = False
+        super().on_response_complete()  # arms uvicorn's keep-alive timeout for the idle wait
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._read_deadline = self.loop.call_later(self.read_timeout, self._timed_out)
+
+    def _disarm(self) -> None:
+        if self._read_deadline is not None:
+            self._read_deadline.cancel()
+            self._read_deadline = None
+
+    def _timed_out(self) -> None:
+        self._read_deadline = None
+        if self.transport.is_closing():
+            return
+        if not self._head_read:
+            self.transport.write(_TIMED_OUT)
+        self.transport.close()
+
+
+def read_deadline_protocol(read_timeout: float) -> type[ReadDeadlineProtocol]:
+    """The protocol class to hand uvicorn (`Config(http=...)`) for a read deadline of `read_timeout` s."""
+    if read_timeout <= 0:
+        raise ValueError("read_timeout must be positive")
+    return type("ReadDeadlineProtocol", (ReadDeadlineProtocol,), {"read_timeout": read_timeout})
