@@ -181,7 +181,8 @@ def redrive_cmd(
     else:
         _print_redriven(done)
     if not done.recorded and done.status == "failed":
-        err_console.print(f"[red]error[/]: the re-driven run {shown(done.run_id)} failed: {shown(done.reason)}")
+        reason = shown(done.reason)
+        err_console.print(f"[red]error[/]: the re-driven run {shown(done.run_id)} failed: {reason}")
         raise SystemExit(EXIT_FOUND)
 
 
