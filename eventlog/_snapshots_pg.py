@@ -14,7 +14,7 @@ from ._errors import ReadOnlyDatabaseError, StorageError
 from ._pgconn import Conn, Connector
 from ._snapshots import Snapshot, SnapshotStore
 
-_COLUMNS = "name, version, seq, hash, digest, size"
+_COLUMNS = "name, version, seq, hash, digest, size, mac"
 _CREATE = """
     CREATE TABLE IF NOT EXISTS snapshots (
         name    TEXT    NOT NULL,
@@ -25,7 +25,8 @@ _CREATE = """
         size    BIGINT  NOT NULL,
         data    BYTEA,
         PRIMARY KEY (name, version, seq)
-    )
+    );
+    ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS mac TEXT NOT NULL DEFAULT ''
 """
 # pg_advisory_xact_lock key: serialises the table's creation by processes opening the store at once.
 _LOCK = int.from_bytes(hashlib.sha256(b"flightlog snapshots").digest()[:8], "big", signed=True)
@@ -74,10 +75,10 @@ class PostgresSnapshotStore(SnapshotStore):
     def put(self, snapshot: Snapshot) -> None:
         s = snapshot
         self._write(
-            f"INSERT INTO snapshots ({_COLUMNS}, data) VALUES (%s,%s,%s,%s,%s,%s,%s) "
+            f"INSERT INTO snapshots ({_COLUMNS}, data) VALUES (%s,%s,%s,%s,%s,%s,%s,%s) "
             "ON CONFLICT (name, version, seq) DO UPDATE SET hash = EXCLUDED.hash, digest = EXCLUDED.digest, "
-            "size = EXCLUDED.size, data = EXCLUDED.data",
-            (s.name, s.version, s.seq, s.hash, s.digest, s.size, s.data),
+            "size = EXCLUDED.size, mac = EXCLUDED.mac, data = EXCLUDED.data",
+            (s.name, s.version, s.seq, s.hash, s.digest, s.size, s.mac, s.data),
         )
 
     def get(self, name: str, version: int, seq: int) -> Snapshot | None:
@@ -102,7 +103,7 @@ class PostgresSnapshotStore(SnapshotStore):
             rows = self._rows(query + " ORDER BY name, version, seq", ())
         else:
             rows = self._rows(query + " WHERE name = %s ORDER BY version, seq", (name,))
-        return [Snapshot(r[0], r[1], r[2], r[3], r[4], r[5], None, bool(r[6])) for r in rows]
+        return [Snapshot(r[0], r[1], r[2], r[3], r[4], r[5], None, bool(r[7]), r[6]) for r in rows]
 
     def prune(self, name: str, version: int, keep: int) -> int:
         return self._write(
@@ -120,7 +121,7 @@ class PostgresSnapshotStore(SnapshotStore):
 
 
 def _with_data(row: tuple[Any, ...]) -> Snapshot:
-    data = row[6]
+    data = row[7]
     if not isinstance(data, bytes | memoryview):
         raise StorageError("snapshots", f"unexpected data of type {type(data).__name__}")
-    return Snapshot(row[0], row[1], row[2], row[3], row[4], row[5], bytes(data))
+    return Snapshot(row[0], row[1], row[2], row[3], row[4], row[5], bytes(data), False, row[6])

@@ -7,6 +7,7 @@ from ._checkpoints import Checkpoints
 from ._diff import Change, Diff, text_diff
 from ._replay import Mismatch, ReplayReport, compare_expected, replay_check
 from ._runner import ViewRunner
+from ._snapshot_check import BadSnapshot, SnapshotCheck, check_snapshots
 from ._view import View, canonical, state_digest
 from ._views import GLOBAL_VIEWS, Views, default_views
 from .agent_runs import AgentRun, AgentRunsView
@@ -23,6 +24,7 @@ __all__ = [
     "AgentRunsView",
     "ApprovalHistoryView",
     "ApprovalRow",
+    "BadSnapshot",
     "Change",
     "Checkpoints",
     "Diff",
@@ -40,6 +42,7 @@ __all__ = [
     "SessionRow",
     "SessionTurn",
     "SessionsView",
+    "SnapshotCheck",
     "TimelineEntry",
     "TimelineView",
     "TurnEvent",
@@ -47,6 +50,7 @@ __all__ = [
     "ViewRunner",
     "Views",
     "canonical",
+    "check_snapshots",
     "compare_expected",
     "default_views",
     "replay_check",
