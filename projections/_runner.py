@@ -142,6 +142,8 @@ class ViewRunner:
         target = max(seq for seq, _ in bases.values())
         self._states = fold_from(self.log, list(self.views.values()), bases, target)
         self._checkpoint = target
+        if self._storing() and self.rejected:
+            self._rebuild(target)
 
     def feed(self, records: Iterable[Record]) -> None:
         """Fold records in seq order; records at or before the checkpoint are skipped."""
@@ -212,14 +214,14 @@ class ViewRunner:
             ]
             self.write_snapshots(due, record.hash)
         if self._storing() and self.rejected:
-            self._rebuild(record)
+            self._rebuild(seq, record.hash)
 
-    def _rebuild(self, record: Record) -> None:
-        """Store anew the rejected snapshots at `record`'s seq (of the views' current versions)."""
-        keys = [k for k in self.rejected if k[2] == record.seq and k[0] in self.views]
+    def _rebuild(self, seq: int, chain_hash: str | None = None) -> None:
+        """Store anew the rejected snapshots at `seq`, the checkpoint (of the views' current versions)."""
+        keys = [k for k in self.rejected if k[2] == seq and k[0] in self.views]
         names = [name for name, version, _ in keys if self.views[name].version == version]
         if names:
-            self.write_snapshots(names, record.hash)
+            self.write_snapshots(names, chain_hash)
         for key in keys:
             self.rebuilt[key] = self.rejected.pop(key)
 
