@@ -4,10 +4,15 @@
 # tools.demo or tools.bench.
 
 from .app import create_app
+from .integrity import TAMPER_HEADER, Integrity, check_log, drop_untrusted
 from .travel_reads import entry_from_dict, moment_from_dict, runs_from_payload
 
 __all__ = [
+    "TAMPER_HEADER",
+    "Integrity",
+    "check_log",
     "create_app",
+    "drop_untrusted",
     "entry_from_dict",
     "moment_from_dict",
     "runs_from_payload",
