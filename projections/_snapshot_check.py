@@ -55,12 +55,12 @@ class SnapshotCheck:
 
     def summary(self) -> str:
         """One line for people: what was checked and what failed."""
-        how = {"mac": "by their MAC", "re-derived": "re-derived from the log"}.get(self.method, "")
+        how = {"mac": "checked by their MAC", "re-derived": "re-derived from the log"}.get(self.method, "")
         if self.method == "none":
             return "no snapshots to check (this backend stores none)"
         if self.ok:
-            return f"{self.checked} snapshot(s) checked {how}: ok"
-        return f"{len(self.bad)} of {self.checked} snapshot(s) checked {how} FAILED: " + "; ".join(
+            return f"{self.checked} view snapshot(s) {how}: ok"
+        return f"{len(self.bad)} of {self.checked} view snapshot(s) {how} FAILED: " + "; ".join(
             map(str, self.bad)
         )
 

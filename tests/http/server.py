@@ -23,7 +23,7 @@ class ServerProcess:
     The URL is read from the server's own "listening" line, so nothing waits by sleeping.
     """
 
-    def __init__(self, db: Path | str, operator_token: str | None) -> None:
+    def __init__(self, db: Path | str, operator_token: str | None, args: tuple[str, ...] = ()) -> None:
         env = {k: v for k, v in os.environ.items() if k != "FLIGHTLOG_OPERATOR_TOKEN"}
         env["PYTHONUNBUFFERED"] = "1"
         if operator_token is not None:
@@ -37,6 +37,7 @@ class ServerProcess:
             str(db),
             "--port",
             "0",
+            *args,
         ]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.stdout: list[str] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import uuid
 import zlib
@@ -50,9 +51,7 @@ def forge_approval_history(log: EventLog) -> Snapshot:
             row["status"] = row["decision"] = "approve"
             row["actor"] = FORGER
     content = orjson.dumps(rows)
-    forged = Snapshot(
-        real.name, real.version, real.seq, real.hash, hashlib.sha256(content).hexdigest(), len(content),
-        zlib.compress(content), False, real.mac,
-    )  # fmt: skip
+    digest = hashlib.sha256(content).hexdigest()
+    forged = dataclasses.replace(real, digest=digest, size=len(content), data=zlib.compress(content))
     store.put(forged)
     return forged
