@@ -74,7 +74,8 @@ class ViewRunner:
         self.snapshot_every = snapshot_every
         self.snapshot_bytes_per_event = snapshot_bytes_per_event
         self.keep_snapshots = keep_snapshots
-        self._writer = SnapshotWriter(self.store, keep_snapshots, log.seal) if self.store is not None else None
+        writer = SnapshotWriter(self.store, keep_snapshots, log.seal) if self.store is not None else None
+        self._writer = writer
         self._stored: dict[str, tuple[int, int]] | None = None  # view -> (seq, size) of its newest
         self._listing: dict[tuple[str, int], list[tuple[int, int]]] | None = None  # for fold_until
         self.snapshot_error: EventLogError | None = None  # why storing snapshots stopped, if it did
@@ -235,10 +236,14 @@ class ViewRunner:
                 found = []
             for snap in found:
                 view = self.views.get(snap.name)
-                untrusted = (snap.name, snap.version, snap.seq) in self.rejected
-                if view is not None and snap.version == view.version and snap.seq <= self._checkpoint:
-                    if not untrusted:
-                        self._stored[snap.name] = (snap.seq, snap.size)
+                trusted = (snap.name, snap.version, snap.seq) not in self.rejected
+                if (
+                    view is not None
+                    and snap.version == view.version
+                    and snap.seq <= self._checkpoint
+                    and trusted
+                ):
+                    self._stored[snap.name] = (snap.seq, snap.size)
         return self._stored
 
     def write_snapshots(self, names: Iterable[str] | None = None, chain_hash: str | None = None) -> int:

@@ -45,7 +45,8 @@ def history(server: ServerProcess) -> list[tuple[str, str]]:
 
 
 def serve_argv(db) -> list[str]:
-    return [sys.executable, "-c", "from tools.cli import main; main()", "serve", "--db", str(db), "--port", "0"]
+    return [sys.executable, "-c", "from tools.cli import main; main()", "serve", "--db", str(db),
+            "--port", "0"]  # fmt: skip
 
 
 def test_serve_refuses_a_log_whose_chain_is_broken(db):

@@ -44,7 +44,8 @@ def forge_approval_history(log: EventLog) -> Snapshot:
     store = snapshot_store(log)
     listed = [s for s in store.list("approval_history") if not s.pruned]
     real = store.get("approval_history", listed[-1].version, listed[-1].seq)
-    assert real is not None and real.data is not None
+    assert real is not None
+    assert real.data is not None
     rows = orjson.loads(zlib.decompress(real.data))
     for row in rows:
         if row["decision"] == "reject":

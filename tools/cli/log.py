@@ -7,14 +7,12 @@ from collections.abc import Iterator
 
 import click
 import orjson
-
 from rich.markup import escape
 
 from eventlog import EventLogError, Head, Record
 
-from ..http import Integrity, check_log
-
 from .._output import EXIT_FOUND, console, emit_json, open_db, parse_anchor, progress
+from ..http import Integrity, check_log
 from .remote import OperatorClient, one_target, server_option
 
 

@@ -137,7 +137,8 @@ class OperatorClient:
     def _chain(body: dict[str, Any]) -> VerifyResult:
         head = body.get("head")
         return VerifyResult(
-            bool(body.get("chain_ok", body["ok"])), int(body["checked"]), body.get("first_bad_seq"), str(body.get("reason", "")),
+            bool(body.get("chain_ok", body["ok"])), int(body["checked"]), body.get("first_bad_seq"),
+            str(body.get("reason", "")),
             None if head is None else Head(int(head["seq"]), str(head["hash"])),
         )  # fmt: skip
 
