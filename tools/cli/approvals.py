@@ -242,15 +242,12 @@ def _audit_table(rows: list[ApprovalRow], run_id: str | None) -> None:
 
 
 def _verify_json(found: Integrity) -> dict[str, Any]:
-    result = found.chain
-    return {
-        "ok": found.ok,
-        "checked": result.checked,
-        "first_bad_seq": result.first_bad_seq,
-        "reason": result.reason,
-        "head_seq": None if result.head is None else result.head.seq,
-        "snapshots": None if found.snapshots is None else found.snapshots.to_dict(),
-    }
+    """`verify --json`'s fields, with the head's seq alone (as `audit --json` always had it)."""
+    out = found.to_dict()
+    del out["chain_ok"]
+    head = out.pop("head")
+    snapshots = out.pop("snapshots")
+    return {**out, "head_seq": None if head is None else head["seq"], "snapshots": snapshots}
 
 
 def _verify_line(found: Integrity) -> str:
