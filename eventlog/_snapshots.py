@@ -203,10 +203,13 @@ class SQLiteSnapshotStore(SnapshotStore):
         )
 
     def _select(self, where: str, params: tuple[object, ...], *, data: bool) -> list[Snapshot]:
-        columns = f"{_COLUMNS}, data" if data else f"{_COLUMNS}, data IS NULL"
         with self._connection() as conn:
             if not self._exists(conn):
                 return []
+            # A file opened read-only is not migrated: a table from before the MAC reads as unsealed.
+            names = {row[1] for row in conn.execute("PRAGMA table_info(snapshots)")}
+            selected = _COLUMNS if "mac" in names else _COLUMNS.replace(", mac", ", '' AS mac")
+            columns = f"{selected}, data" if data else f"{selected}, data IS NULL"
             rows = conn.execute(f"SELECT {columns} FROM snapshots {where}", params).fetchall()
         if data:
             return [_snapshot(row, row[7], row[7] is None) for row in rows]

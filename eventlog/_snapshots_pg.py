@@ -28,6 +28,10 @@ _CREATE = """
     );
     ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS mac TEXT NOT NULL DEFAULT ''
 """
+_HAS_MAC = (
+    "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+    "AND table_name = 'snapshots' AND column_name = 'mac'"
+)
 # pg_advisory_xact_lock key: serialises the table's creation by processes opening the store at once.
 _LOCK = int.from_bytes(hashlib.sha256(b"flightlog snapshots").digest()[:8], "big", signed=True)
 
@@ -39,6 +43,7 @@ class PostgresSnapshotStore(SnapshotStore):
         self._connector = connector
         self.readonly = readonly
         self._ready = False
+        self._sealed = True  # whether the table has the `mac` column (one made here always has)
         self._lock = threading.Lock()
 
     @contextmanager
@@ -61,7 +66,11 @@ class PostgresSnapshotStore(SnapshotStore):
             if not self._ready:  # read-only: it creates nothing, so it looks until the table is there
                 if conn.execute("SELECT to_regclass('snapshots')").fetchone() == (None,):
                     return []  # no table yet is no snapshot yet
+                # Nor does it add columns: a table from before the MAC reads as unsealed.
+                self._sealed = conn.execute(_HAS_MAC).fetchone() is not None
                 self._ready = True
+            if not self._sealed:
+                query = query.replace(_COLUMNS, _COLUMNS.replace(", mac", ", '' AS mac"))
             return conn.execute(query, params).fetchall()
 
     def _write(self, query: str, params: tuple[Any, ...]) -> int:
