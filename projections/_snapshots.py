@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import queue
@@ -121,6 +122,11 @@ def newest_valid(
             return None
         key = (snap.name, snap.version, snap.seq)
         fault = rejected.get(key, "") if rejected is not None else ""
+        if not fault and snap.data is not None:
+            try:  # decompressed once: checked, then loaded from the same bytes
+                snap = dataclasses.replace(snap, data=snapshot_json(snap))
+            except zlib.error:
+                fault = "its data is not a snapshot (it does not decompress)"
         fault = fault or snapshot_fault(log, snap)
         if not fault:
             return snap

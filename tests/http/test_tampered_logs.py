@@ -94,3 +94,16 @@ def test_serve_never_shows_a_forged_snapshot(db):
         assert FORGER not in response.text
     finally:
         server.close()
+
+
+def test_a_long_verify_at_start_says_what_it_does(db, monkeypatch, capsys):
+    from tools.cli import serve
+
+    monkeypatch.setattr(serve, "PROGRESS_FROM", 1)  # every log is "long"
+    log, integrity = serve._open_verified(str(db), allow_tampered=False)
+    log.close()
+    assert integrity.ok
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "flightlog: verifying 3 events and the view snapshots before serving"
+    assert lines[1].startswith("flightlog: verified in ")
+    assert lines[1].endswith("view snapshot(s) re-derived from the log: ok")

@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import socket
+import time
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +81,11 @@ def _open_verified(db: str, allow_tampered: bool) -> tuple[EventLog, Integrity]:
         raise click.ClickException(str(e)) from e
     try:
         total = log.head().seq
-        with progress(disable=total < PROGRESS_FROM) as bar:
+        long = total >= PROGRESS_FROM
+        started = time.monotonic()
+        if long:  # a line for logs that are not a terminal; the bar below is for those that are
+            click.echo(f"flightlog: verifying {total} events and the view snapshots before serving", err=True)
+        with progress(disable=not long or not err_console.is_terminal) as bar:
             task = bar.add_task("verifying the chain", total=total)
             integrity = check_log(
                 log,
@@ -90,6 +95,9 @@ def _open_verified(db: str, allow_tampered: bool) -> tuple[EventLog, Integrity]:
                 ),
             )
         tamper = integrity.tamper()
+        if long:
+            what = "" if integrity.snapshots is None else f"; {integrity.snapshots.summary()}"
+            click.echo(f"flightlog: verified in {time.monotonic() - started:.1f} s{what}", err=True)
         if not integrity.chain.ok and not allow_tampered:
             err_console.print(
                 f"flightlog: refusing to serve {db}: {tamper} (--allow-tampered serves it with a banner)",
