@@ -333,8 +333,14 @@ class ViewRunner:
                 if stored is None or (stored[0] - start) * FOLD_BYTES_PER_EVENT <= stored[1]:
                     continue
                 snap = None
-                if self.store is not None:
-                    snap = newest_valid(self.log, self.store, view, seq, rejected=self.rejected)
+                if self.store is not None:  # this runs outside the lock: what it finds is merged under it
+                    with self._lock:
+                        rejected = dict(self.rejected)
+                    before = len(rejected)
+                    snap = newest_valid(self.log, self.store, view, seq, rejected=rejected)
+                    if len(rejected) > before:
+                        with self._lock:
+                            self.rejected.update({k: v for k, v in rejected.items() if k not in self.rebuilt})
                 if snap is not None and snap.seq > start:
                     bases[view.name] = (snap.seq, load_snapshot(view, snap))
             return fold_from(self.log, chosen, bases, seq)
