@@ -48,6 +48,25 @@ def make_hasher(key: bytes | None = None) -> Hasher:
     return keyed
 
 
+Sealer = Callable[[bytes], str]
+
+
+def make_sealer(key: bytes | None) -> Sealer | None:
+    """HMAC-SHA-256 under a key derived from the log's HMAC key, for artefacts derived from the
+    log (view snapshots); None for an unkeyed log, whose artefacts cannot be authenticated.
+
+    The derived key is not the chain's key, so a sealed artefact can never pass for a record.
+    """
+    if key is None:
+        return None
+    derived = hmac.new(key, b"flightlog derived artefacts", hashlib.sha256).digest()
+
+    def seal(message: bytes) -> str:
+        return hmac.new(derived, message, hashlib.sha256).hexdigest()
+
+    return seal
+
+
 def walk_chain(
     rows: Iterable[tuple[int, str, int, str, int, bytes, bytes, str, int, str, str]],
     hasher: Hasher,

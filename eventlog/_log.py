@@ -12,7 +12,7 @@ from typing import Any
 
 from ._append import AppendRequest, Row, encode_events
 from ._catalogue import Event
-from ._chain import make_hasher, record_from_row, walk_chain
+from ._chain import Sealer, make_hasher, make_sealer, record_from_row, walk_chain
 from ._clock import Clock, SystemClock, to_micros
 from ._errors import EventLogError, LogClosedError
 from ._import import IMPORT_BATCH, ImportTarget, import_records
@@ -37,12 +37,22 @@ class EventLog(abc.ABC):
     def __init__(self, *, clock: Clock | None = None, hmac_key: bytes | None = None) -> None:
         self.clock: Clock = clock or SystemClock()
         self._hasher = make_hasher(hmac_key)
+        self._sealer: Sealer | None = make_sealer(hmac_key)
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[AppendRequest] = []
         self._leader = False
         self._closed = False
         self._commits = threading.Condition(threading.Lock())
         self._wakeups = 0  # counts _wake_followers calls, guarded by _commits
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the log has an HMAC key (its chain, and the snapshots sealed with it, are keyed)."""
+        return self._sealer is not None
+
+    def seal(self, message: bytes) -> str | None:
+        """A MAC of `message` under a key derived from the log's HMAC key; None when unkeyed."""
+        return None if self._sealer is None else self._sealer(message)
 
     # -- writing ---------------------------------------------------------------------------
 

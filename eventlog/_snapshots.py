@@ -3,7 +3,9 @@
 Projections keep their view states here, so that opening a large log, or travelling in it,
 starts from the nearest snapshot instead of seq 0. A snapshot is a cache: it never changes
 what the log says, and a store may be emptied at any time. Each one records the chain hash
-at its seq, so a snapshot of some other history (a restored or rewritten file) is noticed.
+at its seq, so a snapshot of some other history (a restored or rewritten file) is noticed,
+and, on a log with an HMAC key, a MAC over all that (`EventLog.seal`), so that whoever can
+write the file cannot forge one. Readers check them before use (projections._snapshots).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from sqlite_utils import Database
     from sqlite_utils.migrations import Migrations
 
-_COLUMNS = "name, version, seq, hash, digest, size"
+_COLUMNS = "name, version, seq, hash, digest, size, mac"
 
 _MIGRATIONS: list[Migrations] = []
 
@@ -55,6 +57,10 @@ def migrations() -> Migrations:
             """
         )
 
+    @found(name="0002_add_snapshot_mac")
+    def _add_mac(db: Database) -> None:
+        db.execute("ALTER TABLE snapshots ADD COLUMN mac TEXT NOT NULL DEFAULT ''")
+
     _MIGRATIONS.append(found)
     return found
 
@@ -65,7 +71,8 @@ class Snapshot:
 
     `digest` is the SHA-256 of `data` and outlives it: a pruned snapshot keeps its digest,
     so a later replay can still be compared with it. `data` is None when pruned, or when
-    the snapshot came from a listing.
+    the snapshot came from a listing. `mac` seals name, version, seq, hash and digest with
+    the log's key ("" on an unkeyed log, or from code that did not seal).
     """
 
     name: str
@@ -76,6 +83,7 @@ class Snapshot:
     size: int
     data: bytes | None = None
     pruned: bool = False
+    mac: str = ""
 
 
 class SnapshotStore(abc.ABC):
@@ -190,19 +198,22 @@ class SQLiteSnapshotStore(SnapshotStore):
     def put(self, snapshot: Snapshot) -> None:
         s = snapshot
         self._write(
-            f"INSERT OR REPLACE INTO snapshots ({_COLUMNS}, data) VALUES (?,?,?,?,?,?,?)",
-            (s.name, s.version, s.seq, s.hash, s.digest, s.size, s.data),
+            f"INSERT OR REPLACE INTO snapshots ({_COLUMNS}, data) VALUES (?,?,?,?,?,?,?,?)",
+            (s.name, s.version, s.seq, s.hash, s.digest, s.size, s.mac, s.data),
         )
 
     def _select(self, where: str, params: tuple[object, ...], *, data: bool) -> list[Snapshot]:
-        columns = f"{_COLUMNS}, data" if data else f"{_COLUMNS}, data IS NULL"
         with self._connection() as conn:
             if not self._exists(conn):
                 return []
+            # A file opened read-only is not migrated: a table from before the MAC reads as unsealed.
+            names = {row[1] for row in conn.execute("PRAGMA table_info(snapshots)")}
+            selected = _COLUMNS if "mac" in names else _COLUMNS.replace(", mac", ", '' AS mac")
+            columns = f"{selected}, data" if data else f"{selected}, data IS NULL"
             rows = conn.execute(f"SELECT {columns} FROM snapshots {where}", params).fetchall()
         if data:
-            return [_snapshot(row, row[6], row[6] is None) for row in rows]
-        return [_snapshot(row, None, bool(row[6])) for row in rows]
+            return [_snapshot(row, row[7], row[7] is None) for row in rows]
+        return [_snapshot(row, None, bool(row[7])) for row in rows]
 
     def get(self, name: str, version: int, seq: int) -> Snapshot | None:
         found = self._select(
@@ -242,7 +253,7 @@ class SQLiteSnapshotStore(SnapshotStore):
 
 
 def _snapshot(row: Any, data: bytes | None, pruned: bool) -> Snapshot:
-    return Snapshot(row[0], row[1], row[2], row[3], row[4], row[5], data, pruned)
+    return Snapshot(row[0], row[1], row[2], row[3], row[4], row[5], data, pruned, row[6] or "")
 
 
 def _memory(path: str) -> bool:

@@ -14,7 +14,7 @@ from ._errors import ReadOnlyDatabaseError, StorageError
 from ._pgconn import Conn, Connector
 from ._snapshots import Snapshot, SnapshotStore
 
-_COLUMNS = "name, version, seq, hash, digest, size"
+_COLUMNS = "name, version, seq, hash, digest, size, mac"
 _CREATE = """
     CREATE TABLE IF NOT EXISTS snapshots (
         name    TEXT    NOT NULL,
@@ -25,8 +25,13 @@ _CREATE = """
         size    BIGINT  NOT NULL,
         data    BYTEA,
         PRIMARY KEY (name, version, seq)
-    )
+    );
+    ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS mac TEXT NOT NULL DEFAULT ''
 """
+_HAS_MAC = (
+    "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+    "AND table_name = 'snapshots' AND column_name = 'mac'"
+)
 # pg_advisory_xact_lock key: serialises the table's creation by processes opening the store at once.
 _LOCK = int.from_bytes(hashlib.sha256(b"flightlog snapshots").digest()[:8], "big", signed=True)
 
@@ -38,6 +43,7 @@ class PostgresSnapshotStore(SnapshotStore):
         self._connector = connector
         self.readonly = readonly
         self._ready = False
+        self._sealed = True  # whether the table has the `mac` column (one made here always has)
         self._lock = threading.Lock()
 
     @contextmanager
@@ -60,7 +66,11 @@ class PostgresSnapshotStore(SnapshotStore):
             if not self._ready:  # read-only: it creates nothing, so it looks until the table is there
                 if conn.execute("SELECT to_regclass('snapshots')").fetchone() == (None,):
                     return []  # no table yet is no snapshot yet
+                # Nor does it add columns: a table from before the MAC reads as unsealed.
+                self._sealed = conn.execute(_HAS_MAC).fetchone() is not None
                 self._ready = True
+            if not self._sealed:
+                query = query.replace(_COLUMNS, _COLUMNS.replace(", mac", ", '' AS mac"))
             return conn.execute(query, params).fetchall()
 
     def _write(self, query: str, params: tuple[Any, ...]) -> int:
@@ -74,10 +84,10 @@ class PostgresSnapshotStore(SnapshotStore):
     def put(self, snapshot: Snapshot) -> None:
         s = snapshot
         self._write(
-            f"INSERT INTO snapshots ({_COLUMNS}, data) VALUES (%s,%s,%s,%s,%s,%s,%s) "
+            f"INSERT INTO snapshots ({_COLUMNS}, data) VALUES (%s,%s,%s,%s,%s,%s,%s,%s) "
             "ON CONFLICT (name, version, seq) DO UPDATE SET hash = EXCLUDED.hash, digest = EXCLUDED.digest, "
-            "size = EXCLUDED.size, data = EXCLUDED.data",
-            (s.name, s.version, s.seq, s.hash, s.digest, s.size, s.data),
+            "size = EXCLUDED.size, mac = EXCLUDED.mac, data = EXCLUDED.data",
+            (s.name, s.version, s.seq, s.hash, s.digest, s.size, s.mac, s.data),
         )
 
     def get(self, name: str, version: int, seq: int) -> Snapshot | None:
@@ -102,7 +112,7 @@ class PostgresSnapshotStore(SnapshotStore):
             rows = self._rows(query + " ORDER BY name, version, seq", ())
         else:
             rows = self._rows(query + " WHERE name = %s ORDER BY version, seq", (name,))
-        return [Snapshot(r[0], r[1], r[2], r[3], r[4], r[5], None, bool(r[6])) for r in rows]
+        return [Snapshot(r[0], r[1], r[2], r[3], r[4], r[5], None, bool(r[7]), r[6]) for r in rows]
 
     def prune(self, name: str, version: int, keep: int) -> int:
         return self._write(
@@ -120,7 +130,7 @@ class PostgresSnapshotStore(SnapshotStore):
 
 
 def _with_data(row: tuple[Any, ...]) -> Snapshot:
-    data = row[6]
+    data = row[7]
     if not isinstance(data, bytes | memoryview):
         raise StorageError("snapshots", f"unexpected data of type {type(data).__name__}")
-    return Snapshot(row[0], row[1], row[2], row[3], row[4], row[5], bytes(data))
+    return Snapshot(row[0], row[1], row[2], row[3], row[4], row[5], bytes(data), False, row[6])

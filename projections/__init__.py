@@ -7,6 +7,7 @@ from ._checkpoints import Checkpoints
 from ._diff import Change, Diff, text_diff
 from ._replay import Mismatch, ReplayReport, compare_expected, replay_check
 from ._runner import ViewRunner
+from ._snapshot_check import BadSnapshot, SnapshotCheck, check_snapshots
 from ._view import View, canonical, state_digest
 from ._views import GLOBAL_VIEWS, Views, default_views
 from .agent_runs import AgentRun, AgentRunsView
@@ -25,6 +26,7 @@ __all__ = [
     "ApprovalHistoryView",
     "ApprovalRow",
     "AskRow",
+    "BadSnapshot",
     "Change",
     "Checkpoints",
     "Diff",
@@ -45,6 +47,7 @@ __all__ = [
     "SessionRow",
     "SessionTurn",
     "SessionsView",
+    "SnapshotCheck",
     "TimelineEntry",
     "TimelineView",
     "TurnEvent",
@@ -52,6 +55,7 @@ __all__ = [
     "ViewRunner",
     "Views",
     "canonical",
+    "check_snapshots",
     "compare_expected",
     "default_views",
     "replay_check",

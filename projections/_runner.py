@@ -12,7 +12,7 @@ from eventlog.events import catalogue
 
 from ._bulk import bulk
 from ._checkpoints import Checkpoints
-from ._snapshots import AUTO, SnapshotWriter, hash_at, load_snapshot, newest_valid, resolve_store
+from ._snapshots import AUTO, Rejected, SnapshotWriter, hash_at, load_snapshot, newest_valid, resolve_store
 from ._view import View, dump_chunks
 
 T = TypeVar("T")
@@ -49,6 +49,10 @@ class ViewRunner:
     It also keeps in-memory checkpoints of the `checkpoint_views` (dicts of frozen rows)
     every `checkpoint_every` seqs, so `fold_until` starts from whichever is nearest: the
     live state, an in-memory checkpoint, a stored snapshot, or seq 0.
+
+    A stored snapshot is used only if it passes `snapshot_fault` (on this chain, content
+    matching its digest, sealed when the log is keyed); one that fails is noted in
+    `rejected` and never read again, and a new one is stored when the fold passes its seq.
     """
 
     def __init__(
@@ -70,11 +74,14 @@ class ViewRunner:
         self.snapshot_every = snapshot_every
         self.snapshot_bytes_per_event = snapshot_bytes_per_event
         self.keep_snapshots = keep_snapshots
-        self._writer = SnapshotWriter(self.store, keep_snapshots) if self.store is not None else None
+        writer = SnapshotWriter(self.store, keep_snapshots, log.seal) if self.store is not None else None
+        self._writer = writer
         self._stored: dict[str, tuple[int, int]] | None = None  # view -> (seq, size) of its newest
         self._listing: dict[tuple[str, int], list[tuple[int, int]]] | None = None  # for fold_until
         self.snapshot_error: EventLogError | None = None  # why storing snapshots stopped, if it did
         self.restored: dict[str, int] = {}  # view -> seq of the snapshot the first catch-up used
+        self.rejected: Rejected = {}  # snapshots not trusted, and why (not yet stored anew)
+        self.rebuilt: Rejected = {}  # rejected snapshots since stored anew
         self._memory_views = [self.views[n] for n in checkpoint_views if n in self.views]
         # Views that name the row each record changes (`row_key`) have those keys noted as
         # they fold, so their checkpoints need not compare every row. Views keyed by the same
@@ -127,7 +134,7 @@ class ViewRunner:
             return
         bases: dict[str, tuple[int, Any]] = {}
         for view in self.views.values():
-            snap = newest_valid(self.log, self.store, view)
+            snap = newest_valid(self.log, self.store, view, rejected=self.rejected)
             if snap is not None:
                 bases[view.name] = (snap.seq, load_snapshot(view, snap))
                 self.restored[view.name] = snap.seq
@@ -136,6 +143,8 @@ class ViewRunner:
         target = max(seq for seq, _ in bases.values())
         self._states = fold_from(self.log, list(self.views.values()), bases, target)
         self._checkpoint = target
+        if self._storing() and self.rejected:
+            self._rebuild(target)
 
     def feed(self, records: Iterable[Record]) -> None:
         """Fold records in seq order; records at or before the checkpoint are skipped."""
@@ -176,8 +185,11 @@ class ViewRunner:
                 self._checkpoint = cp
 
     def _next_mark(self, seq: int) -> int:
-        snap = (seq // self.snapshot_every + 1) * self.snapshot_every if self._storing() else 2**62
-        return min(snap, self._memory.next_after(seq))
+        if not self._storing():
+            return self._memory.next_after(seq)
+        snap = (seq // self.snapshot_every + 1) * self.snapshot_every
+        rebuild = min((s for _, _, s in self.rejected if s > seq), default=snap)
+        return min(snap, rebuild, self._memory.next_after(seq))
 
     def _storing(self) -> bool:
         return (
@@ -202,6 +214,17 @@ class ViewRunner:
                 >= stored.get(name, (0, 0))[1]
             ]
             self.write_snapshots(due, record.hash)
+        if self._storing() and self.rejected:
+            self._rebuild(seq, record.hash)
+
+    def _rebuild(self, seq: int, chain_hash: str | None = None) -> None:
+        """Store anew the rejected snapshots at `seq`, the checkpoint (of the views' current versions)."""
+        keys = [k for k in self.rejected if k[2] == seq and k[0] in self.views]
+        names = [name for name, version, _ in keys if self.views[name].version == version]
+        if names:
+            self.write_snapshots(names, chain_hash)
+        for key in keys:
+            self.rebuilt[key] = self.rejected.pop(key)
 
     def _stored_index(self) -> dict[str, tuple[int, int]]:
         """Each view's newest stored snapshot (of its version): (seq, size of its JSON)."""
@@ -213,7 +236,13 @@ class ViewRunner:
                 found = []
             for snap in found:
                 view = self.views.get(snap.name)
-                if view is not None and snap.version == view.version and snap.seq <= self._checkpoint:
+                trusted = (snap.name, snap.version, snap.seq) not in self.rejected
+                if (
+                    view is not None
+                    and snap.version == view.version
+                    and snap.seq <= self._checkpoint
+                    and trusted
+                ):
                     self._stored[snap.name] = (snap.seq, snap.size)
         return self._stored
 
@@ -303,7 +332,15 @@ class ViewRunner:
                 # Loading a snapshot costs about its size; folding, the records it skips.
                 if stored is None or (stored[0] - start) * FOLD_BYTES_PER_EVENT <= stored[1]:
                     continue
-                snap = newest_valid(self.log, self.store, view, seq) if self.store is not None else None
+                snap = None
+                if self.store is not None:  # this runs outside the lock: what it finds is merged under it
+                    with self._lock:
+                        rejected = dict(self.rejected)
+                    before = len(rejected)
+                    snap = newest_valid(self.log, self.store, view, seq, rejected=rejected)
+                    if len(rejected) > before:
+                        with self._lock:
+                            self.rejected.update({k: v for k, v in rejected.items() if k not in self.rebuilt})
                 if snap is not None and snap.seq > start:
                     bases[view.name] = (snap.seq, load_snapshot(view, snap))
             return fold_from(self.log, chosen, bases, seq)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import hmac
 import queue
 import threading
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -15,6 +18,8 @@ from eventlog import EventLog, EventLogError, Snapshot, SnapshotStore, Snapshots
 from ._view import View, dump_chunks
 
 AUTO: Any = "auto"  # let the runner find the log's own store (none for backends without one)
+
+Seal = Callable[[bytes], "str | None"]  # EventLog.seal: a MAC under the log's key, None unkeyed
 
 
 def resolve_store(log: EventLog, store: SnapshotStore | None) -> SnapshotStore | None:
@@ -27,13 +32,48 @@ def resolve_store(log: EventLog, store: SnapshotStore | None) -> SnapshotStore |
         return None
 
 
-def make_snapshot(view: View, state: Any, seq: int, chain_hash: str) -> Snapshot:
+def make_snapshot(view: View, state: Any, seq: int, chain_hash: str, seal: Seal | None = None) -> Snapshot:
     """The snapshot of `state` (folded up to `seq`, whose record hash is `chain_hash`).
 
     The digest is of the canonical JSON; the stored data is that JSON zlib-compressed
-    (level 1: about a fifth of the size, faster to write than the bytes it saves).
+    (level 1: about a fifth of the size, faster to write than the bytes it saves). `seal`
+    (the log's `seal`) adds the MAC that makes it trusted on a keyed log.
     """
-    return pack(view.name, view.version, seq, chain_hash, list(dump_chunks(view, state)))
+    return pack(view.name, view.version, seq, chain_hash, list(dump_chunks(view, state)), seal)
+
+
+def sealed_message(name: str, version: int, seq: int, chain_hash: str, digest: str) -> bytes:
+    """What a snapshot's MAC covers: the view, its version, its chain position and its content digest."""
+    return orjson.dumps(["flightlog snapshot", name, version, seq, chain_hash, digest])
+
+
+def snapshot_fault(log: EventLog, snapshot: Snapshot, chain_hash: str | None = None) -> str:
+    """Why `snapshot` must not be trusted by `log`'s readers, or "" if it may be.
+
+    It must sit on this log's chain (its hash is the chain hash at its seq), its content
+    must match its digest, and on a keyed log its MAC must seal all of that. A pruned one
+    is judged by what it keeps (position and MAC). On an unkeyed log a snapshot cannot be
+    authenticated: whoever can write the file can write a consistent one, which only
+    re-deriving it from the log shows (`check_snapshots`).
+    """
+    at = hash_at(log, snapshot.seq) if chain_hash is None else chain_hash
+    if at != snapshot.hash:
+        return "taken of another history (its chain hash is not the log's at its seq)"
+    if snapshot.data is not None:
+        try:
+            content = snapshot_json(snapshot)
+        except zlib.error:
+            return "its data is not a snapshot (it does not decompress)"
+        if hashlib.sha256(content).hexdigest() != snapshot.digest:
+            return "its content does not match its digest"
+    if log.keyed:
+        s = snapshot
+        expected = log.seal(sealed_message(s.name, s.version, s.seq, s.hash, s.digest))
+        if not snapshot.mac:
+            return "it carries no MAC, and this log is keyed"
+        if expected is None or not hmac.compare_digest(expected, snapshot.mac):
+            return "its MAC does not match (forged, or sealed with another key)"
+    return ""
 
 
 def snapshot_json(snapshot: Snapshot) -> bytes:
@@ -56,13 +96,21 @@ def hash_at(log: EventLog, seq: int) -> str | None:
     return None
 
 
-def newest_valid(
-    log: EventLog, store: SnapshotStore, view: View, at_or_below: int | None = None, tries: int = 3
-) -> Snapshot | None:
-    """The newest snapshot of `view` at or below a seq whose hash matches the log, if any.
+Rejected = dict[tuple[str, int, int], str]  # (view, version, seq) -> why it was not trusted
 
-    A snapshot whose hash does not match was taken of some other history (a restored or
-    rewritten file): it is skipped, and an older one tried.
+
+def newest_valid(
+    log: EventLog,
+    store: SnapshotStore,
+    view: View,
+    at_or_below: int | None = None,
+    tries: int = 3,
+    rejected: Rejected | None = None,
+) -> Snapshot | None:
+    """The newest snapshot of `view` at or below a seq that passes `snapshot_fault`, if any.
+
+    One that fails (of some other history, altered, forged) is skipped, noted in `rejected`
+    with the reason, and an older one tried; one already in `rejected` is skipped unread.
     """
     limit = at_or_below
     for _ in range(tries):
@@ -72,14 +120,27 @@ def newest_valid(
             return None
         if snap is None:
             return None
-        if hash_at(log, snap.seq) == snap.hash:
+        key = (snap.name, snap.version, snap.seq)
+        fault = rejected.get(key, "") if rejected is not None else ""
+        if not fault and snap.data is not None:
+            try:  # decompressed once: checked, then loaded from the same bytes
+                snap = dataclasses.replace(snap, data=snapshot_json(snap))
+            except zlib.error:
+                fault = "its data is not a snapshot (it does not decompress)"
+        fault = fault or snapshot_fault(log, snap)
+        if not fault:
             return snap
+        if rejected is not None:
+            rejected[key] = fault
         limit = snap.seq - 1
     return None
 
 
-def pack(name: str, version: int, seq: int, chain_hash: str, chunks: list[bytes]) -> Snapshot:
-    """The snapshot of canonical JSON given in pieces: digest of the JSON, data zlib-compressed."""
+def pack(
+    name: str, version: int, seq: int, chain_hash: str, chunks: list[bytes], seal: Seal | None = None
+) -> Snapshot:
+    """The snapshot of canonical JSON given in pieces: digest of the JSON, data zlib-compressed,
+    sealed with `seal` when given (and the log is keyed)."""
     digest = hashlib.sha256()
     packer = zlib.compressobj(1)
     packed = []
@@ -89,7 +150,9 @@ def pack(name: str, version: int, seq: int, chain_hash: str, chunks: list[bytes]
         size += len(chunk)
         packed.append(packer.compress(chunk))
     packed.append(packer.flush())
-    return Snapshot(name, version, seq, chain_hash, digest.hexdigest(), size, b"".join(packed))
+    hexdigest = digest.hexdigest()
+    mac = (seal(sealed_message(name, version, seq, chain_hash, hexdigest)) if seal else None) or ""
+    return Snapshot(name, version, seq, chain_hash, hexdigest, size, b"".join(packed), mac=mac)
 
 
 class SnapshotWriter:
@@ -106,9 +169,10 @@ class SnapshotWriter:
     IDLE = 1.0  # seconds without work after which the thread ends
     QUEUE = 16
 
-    def __init__(self, store: SnapshotStore, keep: int | None = None) -> None:
+    def __init__(self, store: SnapshotStore, keep: int | None = None, seal: Seal | None = None) -> None:
         self.store = store
         self.keep = keep
+        self.seal = seal
         self.error: EventLogError | None = None
         self._queue: queue.Queue[tuple[str, int, int, str, list[bytes]]] = queue.Queue(maxsize=self.QUEUE)
         self._lock = threading.Lock()
@@ -137,7 +201,7 @@ class SnapshotWriter:
             try:
                 if self.error is None:
                     name, version = item[0], item[1]
-                    self.store.put(pack(*item))
+                    self.store.put(pack(*item, seal=self.seal))
                     if self.keep is not None:
                         self.store.prune(name, version, self.keep)
             except EventLogError as e:  # a cache that cannot be written must not stop the views

@@ -160,3 +160,41 @@ def test_the_console_refuses_a_wrong_token_and_cross_site_decisions(served, page
     cookie = next(c for c in page.context.cookies() if c["name"] == "flightlog_session")
     assert cookie["httpOnly"]
     assert cookie["sameSite"] == "Strict"
+
+
+def test_the_console_shows_a_forged_snapshot_as_tampering(tmp_path, page):
+    from eventlog import open_log
+    from tools.demo.background import BackgroundServer
+    from tools.http import check_log, drop_untrusted
+    from tools.http.app import create_app
+
+    from ..travel.forgery import FORGER, forge_approval_history, record_rejection, store_snapshots
+
+    db = str(tmp_path / "forged.db")
+    with open_log(db) as log:
+        record_rejection(log)
+        store_snapshots(log)
+        forge_approval_history(log)
+    token = make_token()
+    with open_log(db) as log:  # as `flightlog serve` opens it: verified first
+        integrity = check_log(log)
+        drop_untrusted(log, integrity.snapshots)
+        with (
+            System.open(log) as system,
+            BackgroundServer(
+                create_app(system, operator_token_sha256=token_digest(token), integrity=integrity)
+            ) as server,
+        ):
+            page.goto(f"{server.url}/ui/")
+            page.fill("#login-name", "alice")
+            page.fill("#login-token", token)
+            page.click("#login-form button[type=submit]")
+            page.wait_for_selector("#who:has-text('alice')")
+            banner = page.locator("#tamper")
+            banner.wait_for()
+            assert "approval_history" in banner.inner_text()
+            page.locator("#badge.bad").wait_for()
+            assert "FORGED" in page.locator("#badge").inner_text()
+            page.locator("#audit td", has_text="alice").first.wait_for()
+            assert FORGER not in page.locator("#audit").inner_text()
+            shot(page, "5-tampered")

@@ -187,7 +187,8 @@ def test_views_become_plain_tables_with_a_meta_row(db, tmp_path, seeded):
 
     tables = sqlite_utils.Database(out)
     expected = {"pending_approvals", "approval_history", "run_registry", "finish_status", "agent_runs",
-                "sessions", "agent_activity", "projects", "timeline", "open_asks", "peers", "_meta"}  # fmt: skip
+                "sessions", "agent_activity", "projects", "timeline", "open_asks", "peers",
+                "_meta"}  # fmt: skip
     assert set(tables.table_names()) == expected
     with open_log(db, readonly=True) as log:
         views = Views(log, snapshots=None)

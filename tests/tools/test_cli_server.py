@@ -11,6 +11,7 @@ from actors import System
 from eventlog import open_log
 from tools.cli import decide as _cli_decide
 from tools.demo.background import BackgroundServer
+from tools.http import check_log
 from tools.http.app import create_app
 
 from .helpers import TOKEN, TOKEN_ENV, json_of, run, seed_approval
@@ -20,9 +21,11 @@ AUTH = {TOKEN_ENV: TOKEN}
 
 @pytest.fixture
 def server(db):
-    """A live server over the seeded log (no scheduler: nothing is appended behind the test's back)."""
+    """A live server over the seeded log (no scheduler: nothing is appended behind the test's back),
+    verified before it serves as `flightlog serve` does."""
     system = System.open(db, scheduler=False)
-    app = create_app(system, operator_token_sha256=hashlib.sha256(TOKEN.encode()).hexdigest())
+    digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+    app = create_app(system, operator_token_sha256=digest, integrity=check_log(system.log))
     try:
         with BackgroundServer(app) as background:
             yield background.url

@@ -11,11 +11,12 @@ from typing import Any
 
 import click
 
-from eventlog import EventLog, EventLogError, SystemClock, VerifyResult
+from eventlog import EventLog, EventLogError, SystemClock
 from projections import ApprovalRow, Views
 from projections.approvals import load_row, pending_order
 
 from .._output import EXIT_FOUND, console, emit_json, err_console, open_db, shown
+from ..http import Integrity, check_log
 from .decide import approve_cmd, reject_cmd
 from .formats import SHORT_DIGEST, Column, duration, latency, print_table, when, wide_option
 from .remote import OperatorClient, error_of, one_target, server_option
@@ -145,14 +146,14 @@ def audit_cmd(db: str | None, server: str | None, run_id: str | None, wide: bool
     """
     one_target(db, server)
     if server is not None:
-        rows, result, unreadable = _audit_on_server(OperatorClient(server))
+        rows, found, unreadable = _audit_on_server(OperatorClient(server))
     else:
         assert db is not None
-        rows, result, unreadable = _audit_db(db)
+        rows, found, unreadable = _audit_db(db)
     if run_id is not None:
         rows = [r for r in rows if r.run_id == run_id]
     if as_json:
-        out = {"approvals": [_row_json(r) for r in rows], "verify": _verify_json(result)}
+        out = {"approvals": [_row_json(r) for r in rows], "verify": _verify_json(found)}
         if unreadable:
             out["error"] = unreadable
         emit_json(out)
@@ -161,16 +162,18 @@ def audit_cmd(db: str | None, server: str | None, run_id: str | None, wide: bool
             err_console.print(f"[red]error[/]: {shown(unreadable)}", soft_wrap=True)
         else:
             _audit_table(rows, run_id, wide)
-        console.print(_verify_line(result), soft_wrap=True)
-    if unreadable or not result.ok:
+        console.print(_verify_line(found), soft_wrap=True)
+    if unreadable or not found.ok:
         raise SystemExit(EXIT_FOUND)
 
 
-def _audit_db(db: str) -> tuple[list[ApprovalRow], VerifyResult, str]:
+def _audit_db(db: str) -> tuple[list[ApprovalRow], Integrity, str]:
     log, views = _open_views(db)
     unreadable = ""
     try:
-        result = log.verify()
+        found = check_log(log)
+        if found.snapshots is not None:  # what failed is not read: the audit shows the log's truth
+            views.runner.rejected.update({(b.view, b.version, b.seq): b.reason for b in found.snapshots.bad})
         try:
             rows = views.approval_history()
         except (EventLogError, TypeError, ValueError, KeyError) as e:
@@ -180,11 +183,11 @@ def _audit_db(db: str) -> tuple[list[ApprovalRow], VerifyResult, str]:
         raise click.ClickException(str(e)) from e
     finally:
         log.close()
-    return rows, result, unreadable
+    return rows, found, unreadable
 
 
-def _audit_on_server(client: OperatorClient) -> tuple[list[ApprovalRow], VerifyResult, str]:
-    result = client.verify()
+def _audit_on_server(client: OperatorClient) -> tuple[list[ApprovalRow], Integrity, str]:
+    result = client.integrity()
     status, body = client.call("GET", "/api/v1/approvals/history")
     if status != 200:
         return [], result, f"the approval history could not be read: {status} {error_of(body)}"
@@ -243,17 +246,19 @@ def _audit_table(rows: list[ApprovalRow], run_id: str | None, wide: bool) -> Non
             )
 
 
-def _verify_json(result: VerifyResult) -> dict[str, Any]:
-    return {
-        "ok": result.ok,
-        "checked": result.checked,
-        "first_bad_seq": result.first_bad_seq,
-        "reason": result.reason,
-        "head_seq": None if result.head is None else result.head.seq,
-    }
+def _verify_json(found: Integrity) -> dict[str, Any]:
+    """`verify --json`'s fields, with the head's seq alone (as `audit --json` always had it)."""
+    out = found.to_dict()
+    del out["chain_ok"]
+    head = out.pop("head")
+    snapshots = out.pop("snapshots")
+    return {**out, "head_seq": None if head is None else head["seq"], "snapshots": snapshots}
 
 
-def _verify_line(result: VerifyResult) -> str:
+def _verify_line(found: Integrity) -> str:
+    result = found.chain
+    if result.ok and not found.ok:
+        return f"[red]FORGED[/]: {shown(found.tamper())}"
     if result.ok:
         upto = result.head.seq if result.head is not None else result.checked
         return f"[green]ok[/]: chain verified up to seq {upto}"

@@ -16,10 +16,19 @@ from urllib.parse import quote, urlsplit
 import click
 
 from eventlog import Head, VerifyResult
-from projections import AgentRun, ApprovalRow, FinishStatus, RunMoment, RunRow, TimelineEntry
+from projections import (
+    AgentRun,
+    ApprovalRow,
+    BadSnapshot,
+    FinishStatus,
+    RunMoment,
+    RunRow,
+    SnapshotCheck,
+    TimelineEntry,
+)
 from projections.approvals import load_row
 
-from ..http import entry_from_dict, moment_from_dict, runs_from_payload
+from ..http import Integrity, entry_from_dict, moment_from_dict, runs_from_payload
 from .serve import TOKEN_ENV
 
 TIMEOUT = 60.0  # seconds; a verify of a large log takes a while
@@ -101,16 +110,35 @@ class OperatorClient:
     def approval(self, approval_id: str) -> ApprovalRow | None:
         return next((r for r in self.approval_history() if r.id == approval_id), None)
 
+    def integrity(self, anchor: Head | None = None) -> Integrity:
+        """The server's verdict: its chain walked now, its snapshots as checked at its start."""
+        body = self._verify_body(anchor)
+        found = body.get("snapshots")
+        check = None
+        if isinstance(found, dict):
+            bad = [BadSnapshot(str(b["view"]), int(b["version"]), int(b["seq"]), str(b["reason"]))
+                   for b in found.get("bad", [])]  # fmt: skip
+            check = SnapshotCheck(str(found["method"]), int(found["checked"]), bad)
+        return Integrity(self._chain(body), check)
+
     def verify(self, anchor: Head | None = None) -> VerifyResult:
+        return self._chain(self._verify_body(anchor))
+
+    def _verify_body(self, anchor: Head | None) -> dict[str, Any]:
         params = None if anchor is None else {"anchor_seq": str(anchor.seq), "anchor_hash": anchor.hash}
         status, body = self.call("GET", "/api/v1/verify", params=params)
         if status == 400:
             raise click.BadParameter(error_of(body), param_hint="--anchor")
         if status != 200:
             raise click.ClickException(f"{self.url}/api/v1/verify: {status} {error_of(body)}")
+        return dict(body)
+
+    @staticmethod
+    def _chain(body: dict[str, Any]) -> VerifyResult:
         head = body.get("head")
         return VerifyResult(
-            bool(body["ok"]), int(body["checked"]), body.get("first_bad_seq"), str(body.get("reason", "")),
+            bool(body.get("chain_ok", body["ok"])), int(body["checked"]), body.get("first_bad_seq"),
+            str(body.get("reason", "")),
             None if head is None else Head(int(head["seq"]), str(head["hash"])),
         )  # fmt: skip
 

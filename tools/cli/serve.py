@@ -7,19 +7,26 @@ import logging
 import os
 import signal
 import socket
+import time
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from actors import OPERATOR_DECIDES, System, make_token
+from eventlog import EventLog, EventLogError, open_log
 
-from .._output import UsageFailure
+from .._output import UsageFailure, err_console, progress
+
+if TYPE_CHECKING:
+    from ..http import Integrity
 
 TOKEN_ENV = "FLIGHTLOG_OPERATOR_TOKEN"
 MIN_TOKEN_LENGTH = 16
 MAX_TOKEN_LENGTH = 512
 GRACEFUL_SHUTDOWN = 5.0  # seconds in-flight requests get on SIGINT/SIGTERM, as the seed's Stop
+EXIT_TAMPERED = 3  # serve refused a log whose chain does not verify (see --allow-tampered)
+PROGRESS_FROM = 50_000  # logs shorter than this verify too fast to need a progress bar
 
 
 def register(cli: click.Group) -> None:
@@ -81,6 +88,55 @@ def _log_storage_incidents() -> None:
         storage.propagate = False
 
 
+def _open_verified(db: str, allow_tampered: bool) -> tuple[EventLog, Integrity]:
+    """Open DB and verify it (progress on stderr for long logs): a broken chain exits with
+    EXIT_TAMPERED unless `allow_tampered`; snapshots that fail are dropped, to be stored anew."""
+    from ..http import check_log, drop_untrusted
+
+    try:
+        log = open_log(db)
+    except EventLogError as e:
+        raise click.ClickException(str(e)) from e
+    try:
+        total = log.head().seq
+        long = total >= PROGRESS_FROM
+        started = time.monotonic()
+        if long:  # a line for logs that are not a terminal; the bar below is for those that are
+            click.echo(f"flightlog: verifying {total} events and the view snapshots before serving", err=True)
+        with progress(disable=not long or not err_console.is_terminal) as bar:
+            task = bar.add_task("verifying the chain", total=total)
+            integrity = check_log(
+                log,
+                chain_progress=lambda n: bar.update(task, completed=n),
+                snapshot_progress=lambda n, of: bar.update(
+                    task, description="re-deriving view snapshots", completed=n, total=of
+                ),
+            )
+        tamper = integrity.tamper()
+        if long:
+            what = "" if integrity.snapshots is None else f"; {integrity.snapshots.summary()}"
+            click.echo(f"flightlog: verified in {time.monotonic() - started:.1f} s{what}", err=True)
+        if not integrity.chain.ok and not allow_tampered:
+            err_console.print(
+                f"flightlog: refusing to serve {db}: {tamper} (--allow-tampered serves it with a banner)",
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
+            raise SystemExit(EXIT_TAMPERED)
+        if integrity.snapshots is not None:
+            drop_untrusted(log, integrity.snapshots)
+        if tamper:
+            click.echo(f"flightlog: TAMPERED: {tamper}", err=True)
+    except EventLogError as e:
+        log.close()
+        raise click.ClickException(str(e)) from e
+    except BaseException:
+        log.close()
+        raise
+    return log, integrity
+
+
 def _operator_token_digest() -> str:
     """SHA-256 of the operator token from the environment, or of a fresh one shown once on stderr."""
     token = os.environ.get(TOKEN_ENV, "")
@@ -137,6 +193,11 @@ def _operator_token_digest() -> str:
     "--access-log/--no-access-log", default=True, show_default=True, help="Log each request (no query)."
 )
 @click.option(
+    "--allow-tampered",
+    is_flag=True,
+    help="Serve a log whose chain does not verify, with a tamper banner on every answer.",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -152,6 +213,7 @@ def serve_cmd(
     operator_decides: str,
     read_timeout: float,
     access_log: bool,
+    allow_tampered: bool,
     log_level: str,
 ) -> None:
     """Serve the broker's wire protocol and the operator API over DB until SIGINT or SIGTERM.
@@ -160,6 +222,11 @@ def serve_cmd(
     generated and printed once on stderr; the server keeps only its SHA-256 digest. Agents
     register runs at /register; operators use /api/v1/ with `Authorization: Bearer <token>`,
     and the web console at /ui/ (printed at startup) logs in with the same token.
+
+    Before it serves, it verifies the log: a broken hash chain stops it with exit code 3
+    (one line naming the first bad seq) unless --allow-tampered, and view snapshots that fail
+    verification are deleted and stored anew, never shown. Either way the finding is printed
+    and carried by every answer (the Flightlog-Tamper header) and the console's banner.
 
     \b
     Example:
@@ -184,16 +251,20 @@ def serve_cmd(
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        system = System.open(db, approval_timeout=approval_timeout, ask_timeout=ask_timeout)
-        if queue_limit is not None:
-            system.broker.queue_limit = queue_limit
-        system.broker.operator_decides = operator_decides
+        log, integrity = _open_verified(db, allow_tampered)
         try:
-            if not stop:
-                app = create_app(system, operator_token_sha256=digest)
-                _serve(app, sock, access_log, log_level, read_timeout)
+            system = System.open(log, approval_timeout=approval_timeout, ask_timeout=ask_timeout)
+            if queue_limit is not None:
+                system.broker.queue_limit = queue_limit
+            system.broker.operator_decides = operator_decides
+            try:
+                if not stop:
+                    app = create_app(system, operator_token_sha256=digest, integrity=integrity)
+                    _serve(app, sock, access_log, log_level, read_timeout)
+            finally:
+                system.close()
         finally:
-            system.close()
+            log.close()
             sock.close()
     finally:
         for sig, handler in previous.items():

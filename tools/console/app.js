@@ -11,10 +11,19 @@ async function api(path, options = {}) {
     init.headers = { ...init.headers, "Content-Type": "application/json", "X-Flightlog-Request": "1" };
   }
   const response = await fetch(path, init);
+  showTamper(response.headers.get("Flightlog-Tamper"));
   if (response.status === 401) { showLogin(); throw new Error("unauthorized"); }
   const body = await response.json().catch(() => ({}));
   if (!response.ok && response.status !== 202) { throw new Error(body.error || response.statusText); }
   return body;
+}
+
+// The server sends this header on every answer when the log it serves failed verification.
+function showTamper(line) {
+  if (!line) return;
+  const banner = $("tamper");
+  banner.textContent = `TAMPERED LOG: ${line}. What this console shows may not be what happened.`;
+  banner.hidden = false;
 }
 
 function el(tag, text, cls) {
@@ -178,9 +187,13 @@ async function renderAudit() {
   const v = audit.verify;
   const badge = $("badge");
   badge.className = "badge " + (v.ok ? "ok" : "bad");
-  badge.textContent = v.ok ? `chain verified up to seq ${v.head}` : `chain BROKEN at seq ${v.first_bad_seq}`;
+  const forged = v.snapshots && !v.snapshots.ok;
+  badge.textContent = v.ok ? `chain verified up to seq ${v.head}`
+    : forged && !v.first_bad_seq ? "snapshots FORGED" : `chain BROKEN at seq ${v.first_bad_seq}`;
   $("audit-verify").textContent = v.ok ? `Verified ${v.checked} events: every record matches its hash.`
+    : forged && !v.first_bad_seq ? `Tampering detected: ${v.tamper}`
     : `Tampering detected at seq ${v.first_bad_seq}: ${v.reason}`;
+  showTamper(v.tamper);
   const body = $("audit").tBodies[0];
   body.replaceChildren(...audit.approvals.map((a) => {
     const tr = el("tr");

@@ -9,14 +9,19 @@ from typing import TYPE_CHECKING
 
 from .app import create_app
 from .binding import PortInUseError, listen
+from .integrity import TAMPER_HEADER, Integrity, check_log, drop_untrusted
 from .travel_reads import entry_from_dict, moment_from_dict, runs_from_payload
 
 if TYPE_CHECKING:
     from .protocol import ReadDeadlineProtocol
 
 __all__ = [
+    "TAMPER_HEADER",
+    "Integrity",
     "PortInUseError",
+    "check_log",
     "create_app",
+    "drop_untrusted",
     "entry_from_dict",
     "listen",
     "moment_from_dict",

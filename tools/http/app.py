@@ -9,7 +9,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors import System
 
@@ -17,6 +17,7 @@ from .broker import POLL_TIMEOUT, BrokerRoutes
 from .console import ConsoleRoutes
 from .console_auth import ConsoleSessions
 from .faults import Incidents, StorageFaults
+from .integrity import TAMPER_HEADER, Integrity
 from .openapi import openapi_document
 from .operator import OperatorRoutes
 from .wire import Endpoint, WireError, json_response, text_error
@@ -25,9 +26,17 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def create_app(
-    system: System, *, operator_token_sha256: str, poll_timeout: float = POLL_TIMEOUT
+    system: System,
+    *,
+    operator_token_sha256: str,
+    poll_timeout: float = POLL_TIMEOUT,
+    integrity: Integrity | None = None,
 ) -> Starlette:
     """The app over an open System; the caller keeps the System open while the app serves.
+
+    `integrity` is what was verified of the log before serving (`check_log`): its snapshot
+    verdict joins every verify answer, and if it found tampering every answer carries the
+    `Flightlog-Tamper` header, which the console shows as a banner.
 
     `operator_token_sha256` is the lower-case hex SHA-256 of the operator token (the raw token
     never reaches the app), or "" for none: then `/push-control` takes run credentials, as the
@@ -57,7 +66,31 @@ def create_app(
     app.router.default = _not_found
     app.state.system = system
     app.state.storage_incidents = incidents
+    app.state.integrity = integrity
+    tamper = integrity.tamper() if integrity is not None else ""
+    if tamper:
+        app.add_middleware(_TamperHeader, line=tamper)
     return app
+
+
+class _TamperHeader:
+    """Adds the tamper line to every HTTP answer, so that no client can miss it."""
+
+    def __init__(self, app: ASGIApp, line: str) -> None:
+        self.app = app
+        self.header = (TAMPER_HEADER.lower().encode(), line.encode("ascii", "replace")[:2000])
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def tagged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), self.header]}
+            await send(message)
+
+        await self.app(scope, receive, tagged)
 
 
 async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:

@@ -23,6 +23,7 @@ from projections import ApprovalRow, TimelineEntry
 from projections.broker_timeline import broker_timeline
 
 from .console_auth import COOKIE, SESSION_SECONDS, ConsoleSessions, Operator
+from .integrity import Integrity
 from .wire import Endpoint, WireError, json_error, json_response, parse_object, read_body
 
 STATIC = {
@@ -219,18 +220,22 @@ class ConsoleRoutes:
         }
 
     async def audit(self, request: Request) -> Response:
-        return json_response(await run_in_threadpool(self._audit))
+        started: Integrity | None = getattr(request.app.state, "integrity", None)
+        return json_response(await run_in_threadpool(self._audit, started))
 
-    def _audit(self) -> dict[str, Any]:
+    def _audit(self, started: Integrity | None) -> dict[str, Any]:
         result = self.system.log.verify()
         rows = self.system.views.approval_history()
+        found = Integrity(result, started.snapshots if started else None)
         return {
             "verify": {
-                "ok": result.ok,
+                "ok": found.ok,
                 "checked": result.checked,
                 "first_bad_seq": result.first_bad_seq,
                 "reason": result.reason,
                 "head": result.head.seq if result.head else 0,
+                "snapshots": found.to_dict()["snapshots"],
+                "tamper": found.tamper() or (started.tamper() if started else ""),
             },
             "approvals": [_approval_json(a) for a in rows],
         }

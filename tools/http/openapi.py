@@ -311,17 +311,21 @@ def _operator_paths() -> dict[str, Schema]:
         **view_paths(op, error),
         "/api/v1/verify": {
             "get": op(
-                "Walk the log's hash chain (and check it against an anchor kept elsewhere)",
+                "Walk the log's hash chain (and check it against an anchor kept elsewhere); with the "
+                "view snapshots as the server checked them when it started. When that start-up check "
+                "found tampering, every answer of the server carries a Flightlog-Tamper header saying so",
                 {
                     "200": _json(
-                        "The verification result",
+                        "The verification result: `ok` is false if the chain or a snapshot failed",
                         _obj(
                             {
                                 "ok": {"type": "boolean"},
+                                "chain_ok": {"type": "boolean"},
                                 "checked": {"type": "integer"},
                                 "first_bad_seq": {"type": ["integer", "null"]},
                                 "reason": {"type": "string"},
                                 "head": {"type": ["object", "null"]},
+                                "snapshots": {"type": ["object", "null"]},
                             },
                             ("ok", "checked"),
                         ),

@@ -35,6 +35,7 @@ from eventlog import Head
 
 from .calls import call
 from .console_auth import ConsoleSessions, Operator
+from .integrity import Integrity
 from .views import ViewRoutes
 from .wire import (
     Endpoint,
@@ -186,16 +187,8 @@ class OperatorRoutes:
     async def verify(self, request: Request) -> Response:
         anchor = _anchor(request)
         result = await run_in_threadpool(self.system.log.verify, anchor)
-        head = None if result.head is None else {"seq": result.head.seq, "hash": result.head.hash}
-        return json_response(
-            {
-                "ok": result.ok,
-                "checked": result.checked,
-                "first_bad_seq": result.first_bad_seq,
-                "reason": result.reason,
-                "head": head,
-            }
-        )
+        started: Integrity | None = getattr(request.app.state, "integrity", None)
+        return json_response(Integrity(result, started.snapshots if started else None).to_dict())
 
 
 def _anchor(request: Request) -> Head | None:
