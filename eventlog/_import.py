@@ -32,7 +32,7 @@ class ImportTarget:
     SQL is written with `?` marks; `mark` is the backend's placeholder.
     """
 
-    def __init__(self, query: Query, insert: Callable[[str, list[Row]], object] | None, mark: str = "?"):
+    def __init__(self, query: Query, insert: Callable[[str, list[Any]], object] | None, mark: str = "?"):
         self._query = query
         self._insert = insert
         self._mark = mark
