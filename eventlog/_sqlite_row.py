@@ -142,14 +142,23 @@ def logical_rows(rows: list[Any], hashes_before: Lookup) -> list[Row]:
         return []
     hexes = _hexes(rows)
     prevs = _prev_hashes(rows, hexes, hashes_before)
+    # Inline, as in `records`: verify walks every row through here.
     return [
-        (s, st, v, t, sc, _blob(d), _blob(m), id_text(e), r, p, h)
+        (
+            s,
+            st,
+            v,
+            t,
+            sc,
+            d.encode() if type(d) is str else bytes(d),
+            m,
+            f"{(x := e.hex())[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}" if type(e) is bytes else e,
+            r,
+            p,
+            h,
+        )
         for (s, st, v, t, sc, d, m, e, r, _), p, h in zip(rows, prevs, hexes, strict=True)
     ]
-
-
-def _blob(value: Any) -> bytes:
-    return value.encode() if isinstance(value, str) else bytes(value)
 
 
 def hashes_before_query(seqs: list[int]) -> tuple[str, tuple[int, ...]]:
