@@ -149,9 +149,9 @@ def run(sizes: Sizes, parent: str | None, advance: Advance, pg_url: str | None =
         best[name] = max(best.get(name, 0.0), count / max(elapsed, 1e-9))
 
     def record_bytes(name: str, run_it: Callable[[], w.Measured]) -> None:
-        before = w.io_written()
+        before = ceilings.io_written()
         measured = run_it()
-        after = w.io_written()
+        after = ceilings.io_written()
         record(name, measured)
         if before is not None and after is not None:
             per = (after - before) / (measured[0] + w.BATCH)  # and the untimed first batch
@@ -181,7 +181,8 @@ def run(sizes: Sizes, parent: str | None, advance: Advance, pg_url: str | None =
                 record(f"{key}.eventsourcing", w.peer_append(path, total, per, s))
         phase("batch100: raw sqlite3, the first row format")
         with w.fresh_path(parent, "raw-first-row.db") as path:
-            record_bytes("batch100_first_row.raw", functools.partial(w.raw_append_v1, path, sizes.batch, s))
+            first_row = functools.partial(ceilings.raw_append_v1, path, sizes.batch, s)
+            record_bytes("batch100_first_row.raw", first_row)
         phase("batch100: raw sqlite3 into eventsourcing's table")
         with w.fresh_path(parent, "raw-es.db") as path:
             record("batch100_es_table.raw", ceilings.raw_peer_table(path, sizes.batch, s))

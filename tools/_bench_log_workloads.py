@@ -36,15 +36,6 @@ TOPIC = "tools._bench_log_workloads:BenchEventRecorded"
 COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, hash"
 _INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
 _NO_HASH = bytes(32)  # raw sqlite3 stores a placeholder: it is the floor, not a hash chain
-# The row before the lean one (migration 0001): hex TEXT hashes and id, BLOB JSON, prev_hash.
-V1_TABLE = """
-    CREATE TABLE events (
-        seq INTEGER PRIMARY KEY, stream TEXT NOT NULL, version INTEGER NOT NULL, type TEXT NOT NULL,
-        schema INTEGER NOT NULL, data BLOB NOT NULL, meta BLOB NOT NULL, event_id TEXT NOT NULL UNIQUE,
-        recorded_at INTEGER NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, UNIQUE (stream, version)
-    )
-"""
-_V1_INSERT = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 # The ids flightlog assigns by default: raw inserts use the same, since the cost of the unique
 # index on event_id depends on their order.
 _event_id = cast(Callable[[], str], next(f.default_factory for f in fields(NewEvent) if f.name == "event_id"))
@@ -161,14 +152,6 @@ _V7_CLEAR = ~(0xF << 76 | 0x3 << 62)
 _V7_SET = 0x7 << 76 | 0x2 << 62
 
 
-def _v1_row(seq: int, now_us: int) -> tuple[Any, ...]:
-    """A row of the first row format, as flightlog wrote it before the lean row."""
-    stream, version = stream_name(seq), (seq - 1) % STREAM_LEN + 1
-    no_hash = "0" * 64
-    data = raw_data(seq - 1)
-    return (seq, stream, version, "BenchEventRecorded", 1, data, b"{}", _event_id(), now_us, no_hash, no_hash)
-
-
 def _raw_rows(first: int, n: int, now_us: int) -> list[tuple[Any, ...]]:
     return [
         raw_row(seq, stream_name(seq), (seq - 1) % STREAM_LEN + 1, now_us) for seq in range(first, first + n)
@@ -209,32 +192,6 @@ def raw_append(path: str, total: int, per_txn: int, seconds: float) -> Measured:
         return _raw_rows(done + 1, per_txn, now_us)
 
     return raw_transactions(_raw_connect(path), _INSERT, rows_for, total, seconds)
-
-
-def raw_append_v1(path: str, total: int, seconds: float) -> Measured:
-    """Batches of BATCH rows of the first row format, by executemany (for the bytes it writes)."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(f"PRAGMA synchronous = {SYNC}")
-    conn.execute(V1_TABLE)
-    now_us = time.time_ns() // 1000
-
-    def rows_for(done: int) -> list[tuple[Any, ...]]:
-        return [_v1_row(seq, now_us) for seq in range(done + 1, done + 1 + BATCH)]
-
-    return raw_transactions(conn, _V1_INSERT, rows_for, total, seconds)
-
-
-def io_written() -> int | None:
-    """Bytes this process has passed to write(2) so far (Linux's /proc/self/io), or None."""
-    try:
-        with open("/proc/self/io") as f:
-            for line in f:
-                if line.startswith("wchar:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
 
 
 def raw_read_all(path: str) -> int:
