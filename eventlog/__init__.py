@@ -37,7 +37,8 @@ from ._record import (
     Record,
     VerifyResult,
 )
-from ._snapshots import Snapshot, SnapshotStore, snapshot_store
+from ._snapshot import Snapshot, SnapshotStore
+from ._snapshots import snapshot_store
 
 __all__ = [
     "ANY",

@@ -12,7 +12,7 @@ from ._catalogue import Event, is_catalogued
 from ._chain import Hasher, canonical_bytes
 from ._codec import decode_data, encode, event_fields
 from ._errors import ConcurrencyError, EventShapeError, IdempotencyConflict, UnknownEventType
-from ._record import ExpectedVersion, NewEvent, Record, new_event_id
+from ._record import ExpectedVersion, NewEvent, Record, event_key, new_event_key, uuid_text
 
 _SORT = orjson.OPT_SORT_KEYS
 _NO_META = orjson.dumps({}, option=_SORT)
@@ -27,6 +27,7 @@ class EncodedEvent:
     data_json: bytes
     meta_json: bytes
     event_id: str
+    event_key: bytes | str  # how a backend with binary ids stores it (see _record.event_key)
 
 
 @dataclass(slots=True)
@@ -65,9 +66,12 @@ def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
             # The bytes encode(ev) would give, without building the NewEvent in between. A
             # fresh id cannot repeat one in the batch; it is noted in case a NewEvent does.
             type_name, schema, data = event_fields(ev)
-            event_id = new_event_id()
+            key = new_event_key()
+            event_id = uuid_text(key)
             ids.add(event_id)
-            out.append(EncodedEvent(type_name, schema, orjson.dumps(data, option=_SORT), _NO_META, event_id))
+            out.append(
+                EncodedEvent(type_name, schema, orjson.dumps(data, option=_SORT), _NO_META, event_id, key)
+            )
             continue
         new = ev if isinstance(ev, NewEvent) else encode(ev)
         if not isinstance(new, NewEvent):
@@ -75,7 +79,8 @@ def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
         # Caught here, not by UNIQUE(event_id): that would fail the whole group-commit transaction.
         if str(new.event_id) in ids:
             raise ValueError(f"event_id {new.event_id} appears twice in one batch")
-        ids.add(str(new.event_id))
+        event_id = str(new.event_id)
+        ids.add(event_id)
         check_catalogue_shape(new)
         out.append(
             EncodedEvent(
@@ -83,7 +88,8 @@ def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
                 int(new.schema),
                 orjson.dumps(new.data, option=_SORT),
                 orjson.dumps(new.meta, option=_SORT),
-                str(new.event_id),
+                event_id,
+                event_key(event_id),
             )
         )
     return out

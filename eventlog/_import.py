@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -20,9 +20,6 @@ from ._chain import Hasher, canonical_bytes
 from ._errors import EventLogError, ImportRefusedError
 from ._record import GENESIS_HASH, Head, Record, check_stream_name
 from ._sqlreads import COLUMNS
-
-if TYPE_CHECKING:
-    from ._log import EventLog
 
 IMPORT_BATCH = 1000  # records per transaction
 
@@ -35,7 +32,7 @@ class ImportTarget:
     SQL is written with `?` marks; `mark` is the backend's placeholder.
     """
 
-    def __init__(self, query: Query, insert: Callable[[str, list[Row]], object] | None, mark: str = "?"):
+    def __init__(self, query: Query, insert: Callable[[str, list[Any]], object] | None, mark: str = "?"):
         self._query = query
         self._insert = insert
         self._mark = mark
@@ -147,7 +144,8 @@ def _batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
 
 
 def import_records(
-    log: EventLog,
+    head_of: Callable[[], Head],
+    hasher: Hasher,
     records: Iterable[Record],
     session: Callable[[bool], AbstractContextManager[ImportTarget]],
     *,
@@ -156,17 +154,20 @@ def import_records(
     progress: Callable[[int], object] | None,
     dry_run: bool,
 ) -> Head:
-    """Check and write `records` in batches through `session(dry_run)`; the log's new head."""
+    """Check and write `records` in batches through `session(dry_run)`; the log's new head.
+
+    `head_of` reads the log's head; `hasher` is the log's chain hasher.
+    """
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     check: ChainCheck | None = None
     done = imported = 0
-    head = log.head().seq
+    head = head_of().seq
     try:
         if dry_run:
             with session(True) as target:
                 for chunk in _batches(records, batch):
-                    check = check or ChainCheck(target.head(), log._hasher, verify)
+                    check = check or ChainCheck(target.head(), hasher, verify)
                     check.rows(chunk, target)
                     done += len(chunk)
                     if progress is not None:
@@ -176,7 +177,7 @@ def import_records(
                 with session(False) as target:
                     now = target.head()
                     if check is None:
-                        check = ChainCheck(now, log._hasher, verify)
+                        check = ChainCheck(now, hasher, verify)
                     elif now[:2] != (check.seq, check.hash):
                         moved = f"another writer appended to the log (it is now at seq {now[0]})"
                         raise _Refused(chunk[0].seq, moved)
@@ -187,4 +188,4 @@ def import_records(
                     progress(imported)
     except _Refused as e:
         raise ImportRefusedError(e.seq, e.reason, head=head, imported=imported) from None
-    return Head(check.seq, check.hash) if check is not None else log.head()
+    return Head(check.seq, check.hash) if check is not None else head_of()

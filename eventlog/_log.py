@@ -186,8 +186,8 @@ class EventLog(abc.ABC):
         `dry_run` checks everything and writes nothing. Returns the new head.
         """
         return import_records(
-            self, records, self._import_session, verify=verify, batch=batch, progress=progress,
-            dry_run=dry_run,
+            self.head, self._hasher, records, self._import_session, verify=verify, batch=batch,
+            progress=progress, dry_run=dry_run,
         )  # fmt: skip
 
     def _import_session(self, dry_run: bool) -> AbstractContextManager[ImportTarget]:
@@ -197,12 +197,29 @@ class EventLog(abc.ABC):
     # -- reading ---------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def _rows_after(self, after_seq: int, limit: int, to_seq: int | None) -> list[Row]: ...
+    def _rows_after(self, after_seq: int, limit: int, to_seq: int | None) -> list[Row]:
+        """Up to `limit` stored rows after `after_seq` up to `to_seq`, in seq order."""
 
     @abc.abstractmethod
     def _stream_rows(
         self, stream: str, from_version: int, to_version: int | None, limit: int
     ) -> list[Row]: ...
+
+    def _records_after(
+        self, after_seq: int, limit: int, to_seq: int | None, types: frozenset[str] | None
+    ) -> tuple[list[Record], int | None]:
+        """A page of records after `after_seq` (of `types` only, if given) and the seq the next
+        page starts after, or None when this page is the last."""
+        rows = self._rows_after(after_seq, limit, to_seq)
+        more = rows[-1][0] if len(rows) == limit else None
+        if types is not None:
+            rows = [row for row in rows if row[3] in types]
+        return list(map(record_from_row, rows)), more
+
+    def _stream_records(
+        self, stream: str, from_version: int, to_version: int | None, limit: int
+    ) -> list[Record]:
+        return list(map(record_from_row, self._stream_rows(stream, from_version, to_version, limit)))
 
     @abc.abstractmethod
     def head(self) -> Head:
@@ -217,11 +234,11 @@ class EventLog(abc.ABC):
         check_stream_name(stream)
         version = max(from_version, 1)
         while True:
-            rows = self._stream_rows(stream, version, to_version, PAGE)
-            yield from map(record_from_row, rows)
-            if len(rows) < PAGE:
+            records = self._stream_records(stream, version, to_version, PAGE)
+            yield from records
+            if len(records) < PAGE:
                 return
-            version = rows[-1][2] + 1
+            version = records[-1].version + 1
 
     def read_all(
         self, after_seq: int = 0, to_seq: int | None = None, *, types: Iterable[str] | None = None
@@ -230,14 +247,12 @@ class EventLog(abc.ABC):
 
         With `types`, only records of those types (the database skips the others).
         """
-        if types is not None:
-            from ._scan import typed_pages
-
-            for rows in typed_pages(self, frozenset(types), after_seq, to_seq):
-                yield from map(record_from_row, rows)
-            return
-        for rows in self._pages(after_seq, to_seq):
-            yield from map(record_from_row, rows)
+        wanted = None if types is None else frozenset(types)
+        more: int | None = after_seq
+        while more is not None:
+            self._check_open()
+            records, more = self._records_after(more, PAGE, to_seq, wanted)
+            yield from records
 
     def _pages(self, after_seq: int, to_seq: int | None) -> Iterator[list[Row]]:
         while True:

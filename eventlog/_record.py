@@ -55,7 +55,12 @@ def check_stream_name(stream: str) -> str:
 
 
 def new_event_id() -> str:
-    """A fresh UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then 74 random bits.
+    """A fresh UUIDv7 (RFC 9562) in its canonical text form; see `new_event_key`."""
+    return uuid_text(new_event_key())
+
+
+def new_event_key() -> bytes:
+    """The 16 bytes of a fresh UUIDv7: 48 bits of Unix milliseconds, then 74 random bits.
 
     Time-ordered ids keep inserts into the unique index on `event_id` at the end of the
     b-tree; random (v4) ids touch a different index page per event, which made a batch
@@ -63,9 +68,26 @@ def new_event_id() -> str:
     reads a time back from an event id (recorded_at comes from the injected Clock).
     """
     value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
-    value = value & _V7_CLEAR | _V7_SET
-    h = f"{value:032x}"
+    return (value & _V7_CLEAR | _V7_SET).to_bytes(16, "big")
+
+
+def uuid_text(raw: bytes) -> str:
+    """16 bytes as a UUID's canonical text: lower-case hex, hyphenated 8-4-4-4-12."""
+    h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def event_key(event_id: str) -> bytes | str:
+    """How `event_id` is stored: a UUID's 16 bytes if it is in canonical form, else the text,
+    so that every id reads back exactly as it was given."""
+    if len(event_id) == 36:
+        try:
+            raw = bytes.fromhex(event_id.replace("-", ""))
+        except ValueError:
+            return event_id
+        if len(raw) == 16 and uuid_text(raw) == event_id:
+            return raw
+    return event_id
 
 
 _V7_CLEAR = ~(0xF << 76 | 0x3 << 62)  # the version and variant bits

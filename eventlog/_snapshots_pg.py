@@ -12,7 +12,7 @@ import psycopg
 
 from ._errors import ReadOnlyDatabaseError, StorageError
 from ._pgconn import Conn, Connector
-from ._snapshots import Snapshot, SnapshotStore
+from ._snapshot import Snapshot, SnapshotStore
 
 _COLUMNS = "name, version, seq, hash, digest, size, mac"
 _CREATE = """

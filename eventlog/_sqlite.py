@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
 
 from ._append import AppendRequest, Row
 from ._clock import Clock
@@ -21,40 +20,28 @@ from ._errors import (
 )
 from ._import import ImportTarget
 from ._log import EventLog
+from ._record import GENESIS_HASH, Head, Record, event_key
+from ._sqlite_migrate import migrations
 from ._sqlite_ro import ReadOnlyOpen
 from ._sqlite_ro import uri as readonly_uri
+from ._sqlite_row import (
+    INSERT,
+    STORED,
+    hashes_before_query,
+    hashes_by_seq,
+    id_text,
+    logical_rows,
+    records,
+)
 from ._sqlite_write import KnownVersions, write_fast, write_group
-from ._sqlreads import SQLReads
-
-migrations = Migrations("flightlog.eventlog")
-
-
-@migrations(name="0001_create_events")
-def _create_events(db: Database) -> None:
-    db.execute(
-        """
-        CREATE TABLE events (
-            seq         INTEGER PRIMARY KEY,
-            stream      TEXT    NOT NULL,
-            version     INTEGER NOT NULL,
-            type        TEXT    NOT NULL,
-            schema      INTEGER NOT NULL,
-            data        BLOB    NOT NULL,
-            meta        BLOB    NOT NULL,
-            event_id    TEXT    NOT NULL UNIQUE,
-            recorded_at INTEGER NOT NULL,
-            prev_hash   TEXT    NOT NULL,
-            hash        TEXT    NOT NULL,
-            UNIQUE (stream, version)
-        )
-        """
-    )
-
+from ._sqlreads import NO_UPPER_BOUND, SQLReads
 
 # Reader connections kept open between queries; more are opened under load and closed after.
 MAX_IDLE_READERS = 8
 
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+# The page size of a new file; an existing file keeps its own.
+PAGE_SIZE = 4096
 
 
 class SQLiteLog(SQLReads, EventLog):
@@ -114,6 +101,9 @@ class SQLiteLog(SQLReads, EventLog):
                 self._migrate()
             else:
                 self._conn.execute("SELECT count(*) FROM events WHERE seq = 0").fetchone()
+            # A read-only open leaves a log of the first row as it is, and reads it as such.
+            legacy = "SELECT 1 FROM pragma_table_info('events') WHERE name = 'prev_hash'"
+            self._lean = self._conn.execute(legacy).fetchone() is None
         except sqlite3.Error as e:
             self._close_backend()
             raise translate(e, self.path) from e
@@ -136,6 +126,7 @@ class SQLiteLog(SQLReads, EventLog):
                 )
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy * 1000)}")
             if write and not self._memory:
+                conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # only a new, empty file takes it
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise StorageError(self.path, f"could not switch to WAL (journal_mode={mode})")
@@ -194,6 +185,66 @@ class SQLiteLog(SQLReads, EventLog):
         except sqlite3.Error as e:
             raise translate(e, self.path) from e
 
+    # -- reading the lean row ------------------------------------------------------------
+
+    def _hashes_before(self, seqs: list[int]) -> dict[int, str]:
+        """{seq: the hash of the row before it}, by one indexed query per few hundred seqs."""
+        found: dict[int, str] = {}
+        for i in range(0, len(seqs), 500):
+            chunk = seqs[i : i + 500]
+            found.update(hashes_by_seq(chunk, self._query(*hashes_before_query(chunk))))
+        return found
+
+    def _stored_after(
+        self, after_seq: int, limit: int, to_seq: int | None, types: frozenset[str] | None
+    ) -> list[Row]:
+        if types is not None:
+            return self._typed_rows_after(types, after_seq, limit, to_seq, STORED)
+        hi = to_seq if to_seq is not None else NO_UPPER_BOUND
+        query = f"SELECT {STORED} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
+        return self._query(query, (after_seq, hi, limit))
+
+    def _stored_stream(self, stream: str, from_version: int, to_version: int | None, limit: int) -> list[Row]:
+        hi = to_version if to_version is not None else NO_UPPER_BOUND
+        query = (
+            f"SELECT {STORED} FROM events WHERE stream = ? AND version >= ? AND version <= ? "
+            "ORDER BY version LIMIT ?"
+        )
+        return self._query(query, (stream, from_version, hi, limit))
+
+    def _records_after(
+        self, after_seq: int, limit: int, to_seq: int | None, types: frozenset[str] | None
+    ) -> tuple[list[Record], int | None]:
+        if not self._lean:
+            return super()._records_after(after_seq, limit, to_seq, types)
+        rows = self._stored_after(after_seq, limit, to_seq, types)
+        return records(rows, self._hashes_before), rows[-1][0] if len(rows) == limit else None
+
+    def _rows_after(self, after_seq: int, limit: int, to_seq: int | None) -> list[Row]:
+        if not self._lean:
+            return super()._rows_after(after_seq, limit, to_seq)
+        return logical_rows(self._stored_after(after_seq, limit, to_seq, None), self._hashes_before)
+
+    def _stream_records(
+        self, stream: str, from_version: int, to_version: int | None, limit: int
+    ) -> list[Record]:
+        if not self._lean:
+            return super()._stream_records(stream, from_version, to_version, limit)
+        return records(self._stored_stream(stream, from_version, to_version, limit), self._hashes_before)
+
+    def _stream_rows(self, stream: str, from_version: int, to_version: int | None, limit: int) -> list[Row]:
+        if not self._lean:
+            return super()._stream_rows(stream, from_version, to_version, limit)
+        rows = self._stored_stream(stream, from_version, to_version, limit)
+        return logical_rows(rows, self._hashes_before)
+
+    def head(self) -> Head:
+        """The last seq and hash (seq 0 and the genesis hash for an empty log)."""
+        if not self._lean:
+            return super().head()
+        rows = self._query("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
+        return Head(rows[0][0], _hex(rows[0][1])) if rows else Head(0, GENESIS_HASH)
+
     # -- the EventLog contract -------------------------------------------------------------
 
     def _write_batch(self, batch: list[AppendRequest]) -> None:
@@ -230,7 +281,7 @@ class SQLiteLog(SQLReads, EventLog):
     def _import_session(self, dry_run: bool) -> Iterator[ImportTarget]:
         """One import batch in a BEGIN IMMEDIATE transaction; a dry run only reads."""
         if dry_run:
-            yield ImportTarget(self._query, None)
+            yield LeanImportTarget(self._query, None) if self._lean else ImportTarget(self._query, None)
             return
         if self.readonly:
             raise ReadOnlyDatabaseError(self.path, "opened read-only")
@@ -242,7 +293,7 @@ class SQLiteLog(SQLReads, EventLog):
             except sqlite3.Error as e:
                 raise translate(e, self.path) from e
             try:
-                yield ImportTarget(lambda q, p: conn.execute(q, p).fetchall(), conn.executemany)
+                yield LeanImportTarget(lambda q, p: conn.execute(q, p).fetchall(), conn.executemany)
                 conn.execute("COMMIT")
             except BaseException as e:
                 if conn.in_transaction:
@@ -298,3 +349,26 @@ def _on_readonly_media(path: str) -> bool:
         return bool(os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY)
     except OSError:
         return False
+
+
+class LeanImportTarget(ImportTarget):
+    """An import session's reads and insert over the lean row."""
+
+    def head(self) -> tuple[int, str, int]:
+        rows = self._query("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1", ())
+        return (int(rows[0][0]), _hex(rows[0][1]), int(rows[0][2])) if rows else (0, GENESIS_HASH, 0)
+
+    def stored(self, event_ids: list[str]) -> dict[str, int]:
+        marks = ",".join("?" * len(event_ids))
+        query = f"SELECT event_id, seq FROM events WHERE event_id IN ({marks})"
+        return {id_text(e): int(s) for e, s in self._query(query, tuple(map(event_key, event_ids)))}
+
+    def insert(self, rows: list[Row]) -> None:
+        assert self._insert is not None, "a dry run never inserts"
+        fromhex = bytes.fromhex
+        self._insert(INSERT, [(*r[:7], event_key(r[7]), r[8], fromhex(r[10])) for r in rows])
+        self.last_seq = rows[-1][0]
+
+
+def _hex(value: object) -> str:
+    return value.hex() if isinstance(value, bytes) else str(value)

@@ -17,9 +17,17 @@ from ._errors import (
     IdempotencyConflict,
 )
 from ._record import GENESIS_HASH, NO_STREAM, expectation_holds
-from ._sqlreads import COLUMNS
+from ._sqlite_row import (
+    INSERT,
+    STORED,
+    VALUES,
+    hashes_before_query,
+    hashes_by_seq,
+    logical_rows,
+    stored_rows,
+)
 
-_INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+_HEAD = "SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1"
 
 
 class KnownVersions:
@@ -55,7 +63,7 @@ class KnownVersions:
         self.head = self._written = None
 
 
-# Rows one optimistic INSERT takes at most: 11 parameters a row, far under SQLite's limit.
+# Rows one optimistic INSERT takes at most: 10 parameters a row, far under SQLite's limit.
 FAST_ROWS = 256
 _INSERTS: dict[int, str] = {}
 
@@ -85,7 +93,7 @@ def write_fast(
     now_us = max(to_micros(clock.now()), head_us)
     versions: dict[str, int] = {}
     chained: list[tuple[AppendRequest, list[Row]]] = []
-    pending: list[Row] = []
+    pending: list[tuple[object, ...]] = []
     for req in batch:
         version = versions.get(req.stream)
         if version is None:
@@ -98,16 +106,14 @@ def write_fast(
             return False
         rows = chain_rows(req.stream, version, req.events, seq, prev, now_us, hasher)
         chained.append((req, rows))
-        pending.extend(rows)
+        pending.extend(stored_rows(rows, req.events))
         if len(pending) > FAST_ROWS:
             return False
         seq, prev = rows[-1][0], rows[-1][10]
         versions[req.stream] = rows[-1][2]
     statement = _INSERTS.get(len(pending))
     if statement is None:
-        statement = _INSERTS[len(pending)] = f"INSERT INTO events ({COLUMNS}) VALUES " + ",".join(
-            ["(?,?,?,?,?,?,?,?,?,?,?)"] * len(pending)
-        )
+        statement = _INSERTS[len(pending)] = INSERT + ("," + VALUES) * (len(pending) - 1)
     try:
         conn.execute(statement, list(itertools.chain.from_iterable(pending)))
     except sqlite3.IntegrityError:
@@ -133,8 +139,8 @@ def write_group(
     (a retried event_id), the group is rolled back and written request by request, which
     tells each caller its own outcome.
     """
-    last = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-    head_seq, head_hash, head_us = last if last else (0, GENESIS_HASH, 0)
+    last = conn.execute(_HEAD).fetchone()
+    head_seq, head_hash, head_us = (last[0], last[1].hex(), last[2]) if last else (0, GENESIS_HASH, 0)
     # recorded_at never goes backwards along seq, so "as of a time" is a prefix of the log.
     now_us = max(to_micros(clock.now()), head_us)
     versions = known.at(head_seq, head_hash) if known is not None else {}
@@ -170,14 +176,14 @@ def _write_together(
 ) -> tuple[int, str]:
     """Chain the rows of every request and insert them at once; returns the new head."""
     chained: list[tuple[AppendRequest, list[Row]]] = []
-    pending: list[Row] = []
+    pending: list[tuple[object, ...]] = []
     for req in batch:
         version = versions.get(req.stream)
         if version is None:
             version = _stream_version(conn, req.stream)
         if not expectation_holds(req.expect, version):
             if pending:  # a retry may match rows chained earlier in this group: store them first
-                conn.executemany(_INSERT, pending)
+                conn.executemany(INSERT, pending)
                 pending = []
             _refuse(conn, req, version)
         elif not req.events:
@@ -185,11 +191,11 @@ def _write_together(
         else:
             rows = chain_rows(req.stream, version, req.events, seq, prev, now_us, hasher)
             chained.append((req, rows))
-            pending.extend(rows)
+            pending.extend(stored_rows(rows, req.events))
             seq, prev = rows[-1][0], rows[-1][10]
             versions[req.stream] = rows[-1][2]
     if pending:
-        conn.executemany(_INSERT, pending)
+        conn.executemany(INSERT, pending)
     for req, rows in chained:
         req.result = rows_to_records(rows)
     return seq, prev
@@ -233,7 +239,7 @@ def _write_each(
         if multi:
             conn.execute("SAVEPOINT append")
         try:
-            conn.executemany(_INSERT, rows)
+            conn.executemany(INSERT, stored_rows(rows, req.events))
         except sqlite3.IntegrityError:
             if multi:
                 conn.execute("ROLLBACK TO append")
@@ -254,11 +260,16 @@ def _write_each(
 
 
 def _retry_or_none(conn: sqlite3.Connection, req: AppendRequest) -> list | None:  # type: ignore[type-arg]
-    ids = [e.event_id for e in req.events]
-    if not ids:
+    keys = [e.event_key for e in req.events]
+    if not keys:
         return None
-    marks = ",".join("?" * len(ids))
-    stored = {
-        row[7]: row for row in conn.execute(f"SELECT {COLUMNS} FROM events WHERE event_id IN ({marks})", ids)
-    }
+    marks = ",".join("?" * len(keys))
+    found = conn.execute(
+        f"SELECT {STORED} FROM events WHERE event_id IN ({marks}) ORDER BY seq", keys
+    ).fetchall()
+
+    def hashes_before(seqs: list[int]) -> dict[int, str]:
+        return hashes_by_seq(seqs, conn.execute(*hashes_before_query(seqs)).fetchall())
+
+    stored = {row[7]: row for row in logical_rows(found, hashes_before)}
     return resolve_retry(req.stream, req.events, stored)

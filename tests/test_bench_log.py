@@ -36,14 +36,22 @@ def test_quick_json_reports_every_figure_and_ratio(tmp_path):
     report = orjson.loads(result.stdout)
 
     expected = {f"{key}.{side}" for key, _ in _bench_log.WORKLOADS for side in _bench_log.SIDES}
-    # eventsourcing's table is written by raw sqlite3 only
+    # eventsourcing's table and the first row format are written by raw sqlite3 only
     expected -= {"batch100_es_table.flightlog", "batch100_es_table.eventsourcing"}
+    expected -= {"batch100_first_row.flightlog", "batch100_first_row.eventsourcing"}
     assert set(report["figures"]) == expected
     for name, rate in report["figures"].items():
         assert isinstance(rate, float), name
         assert rate > 0, name
 
-    assert set(report["ratios"]) == set(_bench_log.RATIOS)
+    assert set(report["ratios"]) == {*_bench_log.RATIOS, _bench_log.BYTES_RATIO}
+    written = report["bytes_per_event"]
+    assert {"batch100.raw", "batch100.flightlog", "batch100_first_row.raw"} <= set(written)
+    bytes_ratio = report["ratios"].pop(_bench_log.BYTES_RATIO)
+    assert bytes_ratio["value"] == pytest.approx(
+        written["batch100.flightlog"] / written["batch100_first_row.raw"], rel=0.01
+    )
+    assert bytes_ratio["pass"] == (bytes_ratio["value"] <= bytes_ratio["target"])
     for name, ratio in report["ratios"].items():
         # Only the shape is checked: whether a target passes depends on the machine.
         assert isinstance(ratio["value"], float), name
@@ -70,7 +78,7 @@ def test_table_output_marks_each_ratio(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "flightlog bench log" in result.stdout
-    assert result.stdout.count("PASS") + result.stdout.count("MISS") == len(_bench_log.RATIOS)
+    assert result.stdout.count("PASS") + result.stdout.count("MISS") == len(_bench_log.RATIOS) + 1  # bytes
 
 
 def test_db_runs_the_flightlog_workloads_on_postgresql_too(tmp_path):

@@ -17,6 +17,7 @@ from eventlog import GENESIS_HASH, open_log
 from eventlog._append import EncodedEvent, chain_rows
 from eventlog._chain import make_hasher
 from eventlog._clock import to_micros
+from eventlog._sqlite_row import INSERT, stored_rows
 
 from . import workers
 
@@ -44,15 +45,16 @@ def write_chained(path: Path, count: int) -> None:
             rows = []
             for s in range(first, min(first + CHUNK, count), PER_STREAM):
                 events = [
-                    EncodedEvent("Tiny", 1, b'{"i":%d}' % i, b"{}", str(uuid.uuid4()))
+                    EncodedEvent("Tiny", 1, b'{"i":%d}' % i, b"{}", str(u), u.bytes)
                     for i in range(s, min(s + PER_STREAM, count))
+                    for u in [uuid.uuid4()]
                 ]
                 batch = chain_rows(
                     f"run-{s // PER_STREAM}", 0, events, head_seq, head_hash, start_us + s, hasher
                 )
                 head_seq, head_hash = batch[-1][0], batch[-1][10]
-                rows.extend(batch)
-            conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+                rows.extend(stored_rows(batch, events))
+            conn.executemany(INSERT, rows)
         conn.execute("COMMIT")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from tools.cli import cli
 
 EVENTS = 10
 BODY = "seq, stream, version, type, schema, data, meta, event_id, recorded_at"
-ALL = f"{BODY}, prev_hash, hash"
+ALL = f"{BODY}, prev_hash, hash"  # PostgreSQL's row; SQLite's lean row has no prev_hash
 
 
 @dataclass(frozen=True)
@@ -131,19 +132,38 @@ def fingerprint(db: Db) -> object:
         return events, names
 
 
+def lean(conn: Any) -> bool:
+    """Whether `conn` is on SQLite's lean row: binary hashes and ids, no prev_hash column."""
+    return isinstance(conn, sqlite3.Connection)
+
+
+def hash_of(conn: Any, seq: int) -> str:
+    (value,) = conn.execute("SELECT hash FROM events WHERE seq = ?", (seq,)).fetchone()
+    return value.hex() if isinstance(value, bytes) else value
+
+
+def set_hashes(conn: Any, seq: int, prev_hash: str, digest: str) -> None:
+    if lean(conn):
+        conn.execute("UPDATE events SET hash = ? WHERE seq = ?", (bytes.fromhex(digest), seq))
+    else:
+        conn.execute("UPDATE events SET prev_hash = ?, hash = ? WHERE seq = ?", (prev_hash, digest, seq))
+
+
 def row_hash(conn: Any, seq: int, prev_hash: str) -> str:
-    body = conn.execute(f"SELECT {BODY} FROM events WHERE seq = ?", (seq,)).fetchone()
+    body = list(conn.execute(f"SELECT {BODY} FROM events WHERE seq = ?", (seq,)).fetchone())
     # A hand edit stores TEXT on SQLite; the chain hashes the bytes of the JSON either way.
     body = [v.encode() if isinstance(v, str) and i in (5, 6) else v for i, v in enumerate(body)]
+    if isinstance(body[7], bytes):  # the lean row's 16-byte event id
+        body[7] = str(uuid.UUID(bytes=body[7]))
     return make_hasher()(prev_hash, canonical_bytes(*body))
 
 
 def rehash_from(conn: Any, first: int) -> None:
     """Recompute prev_hash and hash from `first` to the end, as a careful forger would."""
-    (prev,) = conn.execute("SELECT hash FROM events WHERE seq = ?", (first - 1,)).fetchone()
+    prev = hash_of(conn, first - 1)
     for (seq,) in conn.execute("SELECT seq FROM events WHERE seq >= ? ORDER BY seq", (first,)).fetchall():
         h = row_hash(conn, seq, prev)
-        conn.execute("UPDATE events SET prev_hash = ?, hash = ? WHERE seq = ?", (prev, h, seq))
+        set_hashes(conn, seq, prev, h)
         prev = h
 
 
@@ -169,8 +189,8 @@ def edit_payload_as_blob(conn):
 
 def edit_payload_and_its_hash(conn):
     edit_payload(conn)
-    (prev,) = conn.execute("SELECT prev_hash FROM events WHERE seq = 4").fetchone()
-    conn.execute("UPDATE events SET hash = ? WHERE seq = 4", (row_hash(conn, 4, prev),))
+    prev = hash_of(conn, 3)
+    set_hashes(conn, 4, prev, row_hash(conn, 4, prev))
 
 
 def edit_meta(conn):
@@ -187,11 +207,12 @@ def delete_row(conn):
 
 def swap_rows(conn):
     # Rows 3 and 4 trade everything but their seq: same set of records, another order.
-    cols = "stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash"
+    cols = "stream, version, type, schema, data, meta, event_id, recorded_at, hash"
+    cols += "" if lean(conn) else ", prev_hash"
     three = conn.execute(f"SELECT {cols} FROM events WHERE seq = 3").fetchone()
     four = conn.execute(f"SELECT {cols} FROM events WHERE seq = 4").fetchone()
     conn.execute("DELETE FROM events WHERE seq IN (3, 4)")
-    marks = ",".join("?" * 11)
+    marks = ",".join("?" * (len(three) + 1))
     conn.execute(f"INSERT INTO events (seq, {cols}) VALUES ({marks})", (3, *four))
     conn.execute(f"INSERT INTO events (seq, {cols}) VALUES ({marks})", (4, *three))
 
@@ -200,21 +221,25 @@ def insert_row(conn):
     # Make room at seq 6, then forge a well-formed row there, chained onto seq 5.
     conn.execute("UPDATE events SET seq = -seq WHERE seq >= 6")
     conn.execute("UPDATE events SET seq = 1 - seq WHERE seq < 0")
-    (prev,) = conn.execute("SELECT hash FROM events WHERE seq = 5").fetchone()
-    conn.execute(
-        "INSERT INTO events (seq, stream, version, type, schema, data, meta, event_id, recorded_at, "
-        "prev_hash, hash) VALUES (6, 'run-forged', 1, 'Tested', 1, '{}', '{}', 'forged-id', 0, ?, '')",
-        (prev,),
-    )
-    conn.execute("UPDATE events SET hash = ? WHERE seq = 6", (row_hash(conn, 6, prev),))
+    prev = hash_of(conn, 5)
+    forge_row(conn, 6, prev, "")
+    set_hashes(conn, 6, prev, row_hash(conn, 6, prev))
+
+
+def forge_row(conn: Any, seq: int, prev_hash: str, digest: str) -> None:
+    columns = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, hash"
+    values = [seq, "run-forged", 1, "Tested", 1, "{}", "{}", "forged-id", 0, digest]
+    if lean(conn):
+        values[-1] = bytes.fromhex(digest) if digest else b""
+    else:
+        columns += ", prev_hash"
+        values.append(prev_hash)
+    marks = ",".join("?" * len(values))
+    conn.execute(f"INSERT INTO events ({columns}) VALUES ({marks})", tuple(values))
 
 
 def insert_garbage_row(conn):
-    conn.execute(
-        "INSERT INTO events (seq, stream, version, type, schema, data, meta, event_id, recorded_at, "
-        "prev_hash, hash) VALUES (11, 'run-forged', 1, 'Tested', 1, '{}', '{}', 'forged-id', 0, ?, ?)",
-        ("0" * 64, "0" * 64),
-    )
+    forge_row(conn, 11, "0" * 64, "0" * 64)
 
 
 @pytest.mark.parametrize(
@@ -234,6 +259,10 @@ def insert_garbage_row(conn):
 def test_verify_reports_the_first_bad_seq(copy, tamper: Callable, first_bad_seq, reason):
     with raw(copy) as conn:
         tamper(conn)
+    if copy.backend == "sqlite-file" and reason == "prev_hash":
+        # The lean row stores no prev_hash: a broken link is a hash that does not recompute
+        # from the previous row's hash, found at the same seq.
+        reason = "hash does not match"
     result = verify(copy)
     assert not result.ok
     assert result.first_bad_seq == first_bad_seq, result.reason

@@ -135,15 +135,23 @@ def random_bytes(tmp_path: Path) -> Path:
 
 
 def damaged_copy(db: str, tmp_path: Path, pages: int = 20) -> Path:
-    """A copy of the log with `pages` of its events table's pages (never page 1) overwritten."""
+    """A copy of the log with `pages` of the pages of its events table and that table's indexes
+    (never page 1) overwritten; all of them when the log has fewer."""
     path = tmp_path / "damaged.db"
     shutil.copy(db, path)
     with closing(sqlite3.connect(path)) as conn:
         (size,) = conn.execute("PRAGMA page_size").fetchone()
-        table = [n for (n,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'events'")]
+        table = [
+            n
+            for (n,) in conn.execute(
+                "SELECT pageno FROM dbstat WHERE name = 'events' OR name IN"
+                " (SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events')"
+            )
+        ]
     rng = random.Random(11)
+    population = sorted(set(table) - {1})
     with path.open("r+b") as f:
-        for page in rng.sample(sorted(set(table) - {1}), pages):
+        for page in rng.sample(population, min(pages, len(population))):
             f.seek((page - 1) * size)
             f.write(rng.randbytes(size))
     return path

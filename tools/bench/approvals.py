@@ -21,6 +21,7 @@ import statistics
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -36,9 +37,10 @@ from .._output import console, emit_json, targets_table, temp_dir_option, with_s
 
 SYNC = "FULL"
 WAIT = 60.0  # seconds any one step may take before the benchmark gives up
-COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash"
-_INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-_NO_HASH = "0" * 64  # raw sqlite3 stores a placeholder: it is the floor, not a hash chain
+# The lean row flightlog's SQLite log stores: JSON TEXT, a 16-byte event id, a 32-byte hash.
+COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, hash"
+_INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
+_NO_HASH = bytes(32)  # raw sqlite3 stores a placeholder: it is the floor, not a hash chain
 
 REQUEST = ApprovalRequest(
     kind="shell",
@@ -88,7 +90,7 @@ class RawPair:
         self.conn.execute(f"PRAGMA synchronous = {SYNC}")
         self.seq = 0
         data = {"approval_id": "x" * 36, "decision": "approve", "actor": "operator"}
-        self.data = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+        self.data = orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
 
     def _commit(self, version: int) -> None:
         self.seq += 1
@@ -99,10 +101,9 @@ class RawPair:
             "ApprovalDecided",
             1,
             self.data,
-            b'{"actor":"operator"}',
-            NewEvent("X").event_id,
+            '{"actor":"operator"}',
+            uuid.UUID(NewEvent("X").event_id).bytes,
             time.time_ns() // 1000,
-            _NO_HASH,
             _NO_HASH,
         )
         self.conn.execute("BEGIN IMMEDIATE")

@@ -8,7 +8,8 @@ the way, so the report can say which targets are beyond raw sqlite3 here:
   commit with no threads and no hash chain (each transaction touches one index page per
   stream, which is what a group of 16 streams costs);
 - batches of 100 into eventsourcing's own table (4 columns, one index), by `executemany`;
-- loading one stream by its index, `orjson.loads` of each data value.
+- loading one stream by its index, `orjson.loads` of each data value;
+- batches of 100 rows of the first row format, for the bytes that format writes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,16 @@ from typing import Any
 import orjson
 
 from . import log_workloads as w
+
+# The row before the lean one (migration 0001): hex TEXT hashes and id, BLOB JSON, prev_hash.
+V1_TABLE = """
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY, stream TEXT NOT NULL, version INTEGER NOT NULL, type TEXT NOT NULL,
+        schema INTEGER NOT NULL, data BLOB NOT NULL, meta BLOB NOT NULL, event_id TEXT NOT NULL UNIQUE,
+        recorded_at INTEGER NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, UNIQUE (stream, version)
+    )
+"""
+_V1_INSERT = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 
 
 def raw_interleaved(path: str, total: int, seconds: float) -> w.Measured:
@@ -67,3 +78,38 @@ def raw_load(path: str, stream: str) -> int:
         return n
     finally:
         conn.close()
+
+
+def _v1_row(seq: int, now_us: int) -> tuple[Any, ...]:
+    """A row of the first row format, as flightlog wrote it before the lean row."""
+    stream, version = w.stream_name(seq), (seq - 1) % w.STREAM_LEN + 1
+    no_hash = "0" * 64
+    data = w.raw_data(seq - 1)
+    event_id = w._event_id()
+    return (seq, stream, version, "BenchEventRecorded", 1, data, b"{}", event_id, now_us, no_hash, no_hash)
+
+
+def raw_append_v1(path: str, total: int, seconds: float) -> w.Measured:
+    """Batches of w.BATCH rows of the first row format, by executemany (for the bytes it writes)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {w.SYNC}")
+    conn.execute(V1_TABLE)
+    now_us = time.time_ns() // 1000
+
+    def rows_for(done: int) -> list[tuple[Any, ...]]:
+        return [_v1_row(seq, now_us) for seq in range(done + 1, done + 1 + w.BATCH)]
+
+    return w.raw_transactions(conn, _V1_INSERT, rows_for, total, seconds)
+
+
+def io_written() -> int | None:
+    """Bytes this process has passed to write(2) so far (Linux's /proc/self/io), or None."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None

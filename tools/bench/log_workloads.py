@@ -31,9 +31,11 @@ BATCH = 100
 STREAM_LEN = 1000  # events per stream in every workload; also the size of the stream load
 PAGE = 1000  # rows per query when reading eventsourcing's notifications, as flightlog pages
 TOPIC = "tools.bench.log_workloads:BenchEventRecorded"
-COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash"
-_INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-_NO_HASH = "0" * 64  # raw sqlite3 stores a placeholder: it is the floor, not a hash chain
+# The lean row flightlog's SQLite log stores (see README, "The row"): JSON TEXT data and meta,
+# the event id's 16 bytes, the hash's 32 bytes.
+COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, hash"
+_INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
+_NO_HASH = bytes(32)  # raw sqlite3 stores a placeholder: it is the floor, not a hash chain
 # The ids flightlog assigns by default: raw inserts use the same, since the cost of the unique
 # index on event_id depends on their order.
 _event_id = cast(Callable[[], str], next(f.default_factory for f in fields(NewEvent) if f.name == "event_id"))
@@ -136,20 +138,18 @@ def raw_data(n: int) -> bytes:
 
 def raw_row(seq: int, stream: str, version: int, now_us: int) -> tuple[Any, ...]:
     """A row of the events table for raw sqlite3: the event of `seq`, placeholder hashes."""
-    data = raw_data(seq - 1)
-    return (
-        seq,
-        stream,
-        version,
-        "BenchEventRecorded",
-        1,
-        data,
-        b"{}",
-        _event_id(),
-        now_us,
-        _NO_HASH,
-        _NO_HASH,
-    )
+    data = raw_data(seq - 1).decode()
+    return (seq, stream, version, "BenchEventRecorded", 1, data, "{}", _new_key(), now_us, _NO_HASH)
+
+
+def _new_key() -> bytes:
+    """A UUIDv7's 16 bytes, made as flightlog makes its ids (time-ordered, as the index likes)."""
+    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
+    return (value & _V7_CLEAR | _V7_SET).to_bytes(16, "big")
+
+
+_V7_CLEAR = ~(0xF << 76 | 0x3 << 62)
+_V7_SET = 0x7 << 76 | 0x2 << 62
 
 
 def _raw_rows(first: int, n: int, now_us: int) -> list[tuple[Any, ...]]:

@@ -1,0 +1,90 @@
+"""The named migrations of a SQLite log, and the conversion of a log to the lean row.
+
+`0001_create_events` made the first row: hashes as hex TEXT, the event id as TEXT, data and
+meta as BLOBs, and a `prev_hash` column. `0002_lean_row` converts such a log in place, in
+the migration's one transaction, to the row `_sqlite_row` describes: every record keeps its
+seq, version, event id, time, data, meta and hash, so the chain and any anchor kept
+elsewhere still verify. A long conversion shows a progress bar on a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+from ._record import event_key
+from ._sqlite_row import CREATE_TABLE, CREATE_VIEW, INSERT
+
+migrations = Migrations("flightlog.eventlog")
+
+CHUNK = 10_000  # rows converted per statement
+_BAR_FROM = 50_000  # a conversion of fewer rows shows no progress bar
+
+
+@migrations(name="0001_create_events")
+def _create_events(db: Database) -> None:
+    db.execute(
+        """
+        CREATE TABLE events (
+            seq         INTEGER PRIMARY KEY,
+            stream      TEXT    NOT NULL,
+            version     INTEGER NOT NULL,
+            type        TEXT    NOT NULL,
+            schema      INTEGER NOT NULL,
+            data        BLOB    NOT NULL,
+            meta        BLOB    NOT NULL,
+            event_id    TEXT    NOT NULL UNIQUE,
+            recorded_at INTEGER NOT NULL,
+            prev_hash   TEXT    NOT NULL,
+            hash        TEXT    NOT NULL,
+            UNIQUE (stream, version)
+        )
+        """
+    )
+
+
+@migrations(name="0002_lean_row")
+def _lean_row(db: Database) -> None:
+    total = int(db.execute("SELECT count(*) FROM events").fetchone()[0])
+    if total < _BAR_FROM or not sys.stderr.isatty():
+        convert_to_lean(db.conn)
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("converting the log to the lean row", total=total)
+        convert_to_lean(db.conn, lambda done: bar.update(task, completed=done))
+
+
+def convert_to_lean(conn: Any, progress: Callable[[int], object] | None = None) -> int:
+    """Rewrite the `events` table of the first row as the lean row, inside the caller's
+    transaction; returns how many rows were converted."""
+    conn.execute("ALTER TABLE events RENAME TO events_0001")
+    conn.execute(CREATE_TABLE)
+    select = (
+        "SELECT seq, stream, version, type, schema, data, meta, event_id, recorded_at, hash "
+        "FROM events_0001 WHERE seq > ? ORDER BY seq LIMIT ?"
+    )
+    done = after = 0
+    while rows := conn.execute(select, (after, CHUNK)).fetchall():
+        conn.executemany(INSERT, [(*r[:7], event_key(str(r[7])), r[8], _hash_key(r[9])) for r in rows])
+        done += len(rows)
+        after = rows[-1][0]
+        if progress is not None:
+            progress(done)
+    conn.execute("DROP TABLE events_0001")
+    conn.execute(CREATE_VIEW)
+    return done
+
+
+def _hash_key(value: Any) -> bytes | str:
+    """A hex hash as its 32 bytes; anything else (a hand edit) as it was, for verify to report."""
+    try:
+        raw = bytes.fromhex(value)
+    except (TypeError, ValueError):
+        return value  # type: ignore[no-any-return]
+    return raw if len(raw) == 32 else value
