@@ -15,7 +15,7 @@ import orjson
 
 from eventlog import Record
 
-from .timeline import TimelineEntry
+from .timeline import RunMoment, TimelineEntry
 
 
 def _payload_text(payload: str | None) -> str:
@@ -32,19 +32,30 @@ def _payload_text(payload: str | None) -> str:
     return payload
 
 
-def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
-    """The entries of one broker run's stream (its records in version order)."""
-    entries: list[TimelineEntry] = []
-    permissions: dict[str, int] = {}
-    for r in records:
+class BrokerFold:
+    """The fold of one broker run's stream: its entries and status so far."""
+
+    __slots__ = ("entries", "permissions", "status")
+
+    def __init__(self) -> None:
+        self.entries: list[TimelineEntry] = []
+        self.permissions: dict[str, int] = {}
+        self.status = "registered"
+
+    def apply(self, r: Record) -> None:
+        entries, permissions = self.entries, self.permissions
         d = r.data
         at: datetime = r.recorded_at
         eid = f"{r.stream}@{r.version}"
+        seq = r.seq
         t = r.type
         if t == "RunRegistered":
-            entries, permissions = [], {}
+            self.entries, self.permissions = entries, permissions = [], {}
+            self.status = "registered"
             entries.append(
-                TimelineEntry(eid, "notice", at, text=f"Run {d['run_id']} registered", status="registered")
+                TimelineEntry(
+                    eid, "notice", at, text=f"Run {d['run_id']} registered", status="registered", seq=seq
+                )
             )
         elif t == "RunReported":
             entries.append(
@@ -57,6 +68,7 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     text=_payload_text(d["payload"]),
                     detail=d["payload"] or "",
                     status=d["state"],
+                    seq=seq,
                 )
             )
         elif t == "PermissionRequested":
@@ -70,6 +82,7 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     text=d["description"] or d["input_preview"],
                     detail=d["approval_id"],
                     status="pending",
+                    seq=seq,
                 )
             )
         elif t == "PermissionDecided":
@@ -84,6 +97,7 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     name=d["actor"],
                     text=f"{d['behavior']} {d['request_id']}",
                     status=d["behavior"],
+                    seq=seq,
                 )
             )
         elif t == "ControlQueued" and d["type"] != "permission_decision":
@@ -97,6 +111,7 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     name=who,
                     text=_payload_text(d["payload"]),
                     status=d["type"],
+                    seq=seq,
                 )
             )
         elif t == "RunReplied":
@@ -109,6 +124,7 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     name=d["to"],
                     text=_payload_text(d["payload"]),
                     status="reply",
+                    seq=seq,
                 )
             )
         elif t == "RunFinished":
@@ -121,10 +137,44 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     text=d["summary"],
                     detail=", ".join(d["files_changed"]),
                     status=d["status"] or "done",
+                    seq=seq,
                 )
             )
         elif t == "RunDeleted":
             entries.append(
-                TimelineEntry(eid, "notice", at, text=f"Run deleted ({d['reason']})", status="deleted")
+                TimelineEntry(
+                    eid, "notice", at, text=f"Run deleted ({d['reason']})", status="deleted", seq=seq
+                )
             )
-    return entries
+        if t == "RunFinished":
+            self.status = d["status"] or "done"
+        elif t == "RunReported":
+            self.status = d["state"]
+        elif t == "RunDeleted":
+            self.status = "deleted"
+
+
+def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
+    """The entries of one broker run's stream (its records in version order)."""
+    fold = BrokerFold()
+    for r in records:
+        fold.apply(r)
+    return fold.entries
+
+
+def broker_status(records: Iterable[Record]) -> str:
+    """A broker run's status after `records` (its stream in order): its last report or finish."""
+    fold = BrokerFold()
+    for r in records:
+        fold.apply(r)
+    return fold.status
+
+
+def broker_moments(records: Iterable[Record]) -> list[RunMoment]:
+    """The run right after each record of its stream: status and timeline, in seq order."""
+    fold = BrokerFold()
+    moments = []
+    for r in records:
+        fold.apply(r)
+        moments.append(RunMoment(r.seq, r.recorded_at, r.type, fold.status, tuple(fold.entries)))
+    return moments

@@ -142,11 +142,11 @@ function renderTravel(t) {
   $("travel-where").textContent = t.live ? `live · seq ${t.at}` : `seq ${t.at} of ${t.seqs[t.seqs.length - 1]} · ${when(t.moment)}`;
   $("run-status").textContent = `status: ${t.status}`;
   $("timeline").replaceChildren(...t.entries.map(entryNode));
-  const since = t.since.later_entries;
+  const since = t.since.added;
   $("since").hidden = t.live || (since.length === 0 && t.since.changed.length === 0);
-  const changedNodes = t.since.changed_entries.map((e) => {
-    const node = entryNode(e);
-    node.prepend(el("div", "now:", "meta"));
+  const changedNodes = t.since.changed.map((c) => {
+    const node = entryNode(c.after);
+    node.prepend(el("div", `now (${c.fields.join(", ")} changed):`, "meta"));
     return node;
   });
   $("since-list").replaceChildren(...changedNodes, ...since.map(entryNode));

@@ -19,8 +19,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from actors import System
-from projections import ApprovalRow, TimelineEntry
-from projections.broker_timeline import broker_timeline
+from projections import ApprovalRow
 
 from .console_auth import COOKIE, SESSION_SECONDS, ConsoleSessions, Operator
 from .wire import Endpoint, WireError, json_error, json_response, parse_object, read_body
@@ -168,54 +167,30 @@ class ConsoleRoutes:
     def _travel(self, run_id: str, at: int | None) -> dict[str, Any] | None:
         views = self.system.views
         views.catch_up()
-        broker_records = list(self.system.log.read(f"run-{run_id}"))
-        if broker_records:
-            kind = "broker"
-            seqs = [r.seq for r in broker_records]
-            at = seqs[-1] if at is None else at
-
-            def entries_at(seq: int) -> list[TimelineEntry]:
-                return broker_timeline(r for r in broker_records if r.seq <= seq)
-
-            status = _broker_status(r for r in broker_records if r.seq <= at)
-        else:
-            moments = views.timeline_at_each_event(run_id)
-            if not moments:
-                return None
-            kind = "agent"
-            seqs = [m.seq for m in moments]
-            at = seqs[-1] if at is None else at
-            by_seq = {m.seq: m for m in moments}
-
-            def entries_at(seq: int) -> list[TimelineEntry]:
-                chosen = [m for m in moments if m.seq <= seq]
-                return list(chosen[-1].entries) if chosen else []
-
-            chosen = [m for m in moments if m.seq <= at]
-            status = chosen[-1].status if chosen else ""
-            del by_seq
-        then = entries_at(at)
-        now = entries_at(seqs[-1])
-        before = {e.id: e for e in then}
-        added = [e.id for e in now if e.id not in before]
-        changed = [e.id for e in now if e.id in before and before[e.id] != e]
+        moments = views.timeline_at_each_event(run_id)
+        if not moments:
+            return None
+        kind = "agent" if views.agent_run(run_id) is not None else "broker"
+        seqs = [m.seq for m in moments]
+        last = seqs[-1]
+        at = last if at is None else at
+        chosen = [m for m in moments if m.seq <= at]
+        then = list(chosen[-1].entries) if chosen else []
+        status = chosen[-1].status if chosen else ""
+        # What changed since: the same diff as `Views.diff` and `flightlog diff` (keyed by seq).
+        since = views.diff("timeline", run_id, a=at, b=last) if at < last else None
         approvals = [_approval_json(a) for a in views.approval_history(at=at) if a.run_id == run_id]
         return {
             "run_id": run_id,
             "kind": kind,
             "seqs": seqs,
             "at": at,
-            "live": at >= seqs[-1],
+            "live": at >= last,
             "status": status,
             "moment": views.moment(at) if at else None,
             "entries": [e.to_dict() for e in then],
             "approvals": approvals,
-            "since": {
-                "added": added,
-                "changed": changed,
-                "later_entries": [e.to_dict() for e in now if e.id in added],
-                "changed_entries": [e.to_dict() for e in now if e.id in changed],
-            },
+            "since": since.to_dict() if since else {"added": [], "removed": [], "changed": []},
         }
 
     async def audit(self, request: Request) -> Response:
@@ -277,15 +252,3 @@ def _approval_json(a: ApprovalRow) -> dict[str, Any]:
         "votes": list(a.votes),
         "refused": len(a.refused),
     }
-
-
-def _broker_status(records: Any) -> str:
-    status = "registered"
-    for r in records:
-        if r.type == "RunFinished":
-            status = r.data["status"] or "done"
-        elif r.type == "RunReported":
-            status = r.data["state"]
-        elif r.type == "RunDeleted":
-            status = "deleted"
-    return status
