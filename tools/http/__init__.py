@@ -5,13 +5,19 @@
 
 from .app import create_app
 from .binding import PortInUseError, listen
+from .forks import Fork, ForkError, Redriven, fork_run, redrive
 from .travel_reads import entry_from_dict, moment_from_dict, runs_from_payload
 
 __all__ = [
+    "Fork",
+    "ForkError",
     "PortInUseError",
+    "Redriven",
     "create_app",
     "entry_from_dict",
+    "fork_run",
     "listen",
     "moment_from_dict",
+    "redrive",
     "runs_from_payload",
 ]
