@@ -96,6 +96,7 @@ class RunIndex:
         self._head = -1
         self._rows: list[dict[str, Any]] = []
         self._times: dict[int, datetime] = {}  # seq -> when it was recorded (never changes)
+        self._orders: dict[tuple[int, str, bool], tuple[list[dict[str, Any]], list[str]]] = {}
 
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -149,20 +150,33 @@ class RunIndex:
                 self._times[seq] = found
         return found
 
-    def query(self, query: RunsQuery) -> dict[str, Any]:
-        rows = self.rows()
-        hits = [r for r in rows if _matches(r, query)]
-        key = query.sort
+    def _sorted(self, key: str, descending: bool) -> tuple[list[dict[str, Any]], list[str]]:
+        """The rows in the order asked for, and every status, sorted once per head and order."""
+        with self._lock:
+            rows, head = self._rows, self._head
+            cached = self._orders.get((head, key, descending))
+            if cached is not None:
+                return cached
+        field = "started_at" if key == "started" else key
 
         def order(r: dict[str, Any]) -> Any:
-            value = r[key] if key != "started" else r["started_at"]
+            value = r[field]
             if isinstance(value, datetime) or value is None:
                 return (value is not None, value.timestamp() if value else 0.0, r["first_seq"])
             return (True, str(value).lower(), r["first_seq"])
 
-        hits.sort(key=order, reverse=query.descending)
+        result = (sorted(rows, key=order, reverse=descending), sorted({r["status"] for r in rows}))
+        with self._lock:
+            if self._head == head:
+                self._orders = {k: v for k, v in self._orders.items() if k[0] == head}
+                self._orders[(head, key, descending)] = result
+        return result
+
+    def query(self, query: RunsQuery) -> dict[str, Any]:
+        self.rows()
+        ordered, statuses = self._sorted(query.sort, query.descending)
+        hits = [r for r in ordered if _matches(r, query)]
         page = hits[query.offset : query.offset + query.limit]
-        statuses = sorted({r["status"] for r in rows})
         return {"total": len(hits), "offset": query.offset, "limit": query.limit, "runs": page,
                 "statuses": statuses}  # fmt: skip
 
