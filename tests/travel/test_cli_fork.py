@@ -178,6 +178,7 @@ def test_a_recording_whose_event_is_refused_is_aborted_and_says_why(recorded_db,
     """The turn stops when an event it serves is refused; the re-drive then ends the run
     instead of waiting for it to end by itself."""
     from actors import RecordedHarness
+
     _fork = importlib.import_module("tools.http.forks")
 
     class Refused(RecordedHarness):
