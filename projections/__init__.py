@@ -4,7 +4,7 @@
 # view is pure: no clock, no I/O, no randomness (a test enforces the imports).
 
 from ._checkpoints import Checkpoints
-from ._diff import Change, Diff, text_diff
+from ._diff import Change, Diff, apply_diff, text_diff
 from ._replay import Mismatch, ReplayReport, compare_expected, replay_check
 from ._runner import ViewRunner
 from ._snapshot_check import BadSnapshot, SnapshotCheck, check_snapshots
@@ -54,6 +54,7 @@ __all__ = [
     "View",
     "ViewRunner",
     "Views",
+    "apply_diff",
     "canonical",
     "check_snapshots",
     "compare_expected",

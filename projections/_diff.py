@@ -70,6 +70,18 @@ def diff_items(
     return Diff(view, a, b, added, removed, changed)
 
 
+def apply_diff(before: Sequence[dict[str, Any]], diff: Diff, key: str) -> list[dict[str, Any]]:
+    """The items `diff` says there are at its later moment, given the items at its earlier one.
+
+    Kept and changed items stay in `before`'s order, added ones follow in the order they were
+    added; a view that orders its items (a timeline by time, then seq) sorts the result again.
+    """
+    gone = {str(item[key]) for item in diff.removed}
+    now = {c.key: c.after for c in diff.changed}
+    kept = [now.get(str(item[key]), item) for item in before if str(item[key]) not in gone]
+    return [*kept, *diff.added]
+
+
 def text_diff(
     expected: Any, actual: Any, *, limit: int = 60, labels: tuple[str, str] = ("expected", "actual")
 ) -> str:

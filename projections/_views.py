@@ -29,6 +29,7 @@ from .approvals import (
     pending_order,
 )
 from .asks import AskRow, OpenAsksView, PeerInfo, PeersView, ask_order
+from .broker_timeline import broker_moments, broker_timeline
 from .projects import Project, ProjectsView, project_order
 from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow, registry_order
 from .sessions import (
@@ -242,16 +243,23 @@ class Views:
         return row
 
     def timeline(self, run_id: str, at: At = None) -> list[TimelineEntry]:
-        """A controller run's timeline (its session's conversation up to and including it).
+        """A run's timeline: a controller run's (its session's conversation up to and including
+        it), or a broker run's (its reports, finishes, replies, permissions and control messages).
 
         As of a past moment it is folded from the run's own stream alone, so it costs the
         length of that stream, not of the log.
         """
         seq = self.resolve_at(at)
         if seq is None:
-            return self.runner.read("timeline", lambda state: render(state, run_id))
+            live: list[TimelineEntry] | None = self.runner.read(
+                "timeline", lambda state: render(state, run_id) if run_id in state.runs else None
+            )
+            return live if live is not None else broker_timeline(self.log.read(f"run-{run_id}"))
         row = self._current_agent_run(run_id)
-        if row is None or row.first_seq > seq:
+        if row is None:
+            records = self.log.read(f"run-{run_id}")
+            return broker_timeline(itertools.takewhile(lambda r: r.seq <= seq, records))
+        if row.first_seq > seq:
             return []
         view = self.runner.views["timeline"]
         records = itertools.takewhile(lambda r: r.seq <= seq, self.log.read(row.stream))
@@ -262,7 +270,7 @@ class Views:
         """The run right after each of its events: status and timeline, in seq order."""
         row = self._current_agent_run(run_id)
         if row is None:
-            return []
+            return broker_moments(self.log.read(f"run-{run_id}"))
         view = self.runner.views["timeline"]
         states = {view.name: view.initial()}
         moments = []
@@ -345,7 +353,7 @@ class Views:
         if view == "timeline":
             if len(args) != 1:
                 raise ValueError("diff('timeline', run_id, a=…, b=…) takes one run id")
-            return rows(lambda seq: self.timeline(args[0], seq)), "id"
+            return rows(lambda seq: self.timeline(args[0], seq)), "seq"
         table: dict[str, tuple[Callable[[int], Iterable[Any]], str]] = {
             "runs": (self.runs, "run_id"),
             "run_registry": (self.runs, "run_id"),

@@ -15,7 +15,7 @@ import orjson
 
 from eventlog import Record
 
-from .timeline import TimelineEntry
+from .timeline import RunMoment, TimelineEntry
 
 
 def _payload_text(payload: str | None) -> str:
@@ -40,20 +40,31 @@ ASK_ENDINGS = {
 }
 
 
-def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
-    """The entries of one broker run's stream (its records in version order)."""
-    entries: list[TimelineEntry] = []
-    permissions: dict[str, int] = {}
-    asks: dict[str, str] = {}  # open ask id -> the run asked
-    for r in records:
+class BrokerFold:
+    """The fold of one broker run's stream: its entries and status so far."""
+
+    __slots__ = ("asks", "entries", "permissions", "status")
+
+    def __init__(self) -> None:
+        self.entries: list[TimelineEntry] = []
+        self.permissions: dict[str, int] = {}
+        self.asks: dict[str, str] = {}  # open ask id -> the run asked
+        self.status = "registered"
+
+    def apply(self, r: Record) -> None:
+        entries, permissions, asks = self.entries, self.permissions, self.asks
         d = r.data
         at: datetime = r.recorded_at
         eid = f"{r.stream}@{r.version}"
+        seq = r.seq
         t = r.type
         if t == "RunRegistered":
-            entries, permissions, asks = [], {}, {}
+            self.entries, self.permissions, self.asks = entries, permissions, asks = [], {}, {}
+            self.status = "registered"
             entries.append(
-                TimelineEntry(eid, "notice", at, text=f"Run {d['run_id']} registered", status="registered")
+                TimelineEntry(
+                    eid, "notice", at, text=f"Run {d['run_id']} registered", status="registered", seq=seq
+                )
             )
         elif t == "RunReported":
             entries.append(
@@ -66,6 +77,7 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     text=_payload_text(d["payload"]),
                     detail=d["payload"] or "",
                     status=d["state"],
+                    seq=seq,
                 )
             )
         elif t == "PermissionRequested":
@@ -79,6 +91,7 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     text=d["description"] or d["input_preview"],
                     detail=d["approval_id"],
                     status="pending",
+                    seq=seq,
                 )
             )
         elif t == "PermissionDecided":
@@ -93,6 +106,7 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     name=d["actor"],
                     text=f"{d['behavior']} {d['request_id']}",
                     status=d["behavior"],
+                    seq=seq,
                 )
             )
         elif t == "ControlQueued" and d["type"] != "permission_decision":
@@ -106,6 +120,7 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     name=who,
                     text=_payload_text(d["payload"]),
                     status=d["type"],
+                    seq=seq,
                 )
             )
         elif t == "RunReplied":
@@ -118,6 +133,7 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     name=d["to"],
                     text=_payload_text(d["payload"]),
                     status="reply",
+                    seq=seq,
                 )
             )
         elif t == "AskSent":
@@ -125,14 +141,14 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
             entries.append(
                 TimelineEntry(
                     eid, "message", at, role="outbound", name=d["to_run_id"],
-                    text=_payload_text(d["payload"]), detail=d["message_id"], status="ask",
+                    text=_payload_text(d["payload"]), detail=d["message_id"], status="ask", seq=seq,
                 )
             )  # fmt: skip
         elif t == "AskAnswered":
             entries.append(
                 TimelineEntry(
                     eid, "message", at, role="inbound", name=d["from_run_id"],
-                    text=_payload_text(d["payload"]), detail=d["message_id"], status="answer",
+                    text=_payload_text(d["payload"]), detail=d["message_id"], status="answer", seq=seq,
                 )
             )  # fmt: skip
         elif t in ASK_ENDINGS:
@@ -142,7 +158,9 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                 f" ({d['reason']})" if t == "AskWithdrawn" else ""
             )
             entries.append(
-                TimelineEntry(eid, "notice", at, name=who, text=text, detail=d["message_id"], status=how)
+                TimelineEntry(
+                    eid, "notice", at, name=who, text=text, detail=d["message_id"], status=how, seq=seq
+                )
             )
         elif t == "RunFinished":
             entries.append(
@@ -154,10 +172,44 @@ def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
                     text=d["summary"],
                     detail=", ".join(d["files_changed"]),
                     status=d["status"] or "done",
+                    seq=seq,
                 )
             )
         elif t == "RunDeleted":
             entries.append(
-                TimelineEntry(eid, "notice", at, text=f"Run deleted ({d['reason']})", status="deleted")
+                TimelineEntry(
+                    eid, "notice", at, text=f"Run deleted ({d['reason']})", status="deleted", seq=seq
+                )
             )
-    return entries
+        if t == "RunFinished":
+            self.status = d["status"] or "done"
+        elif t == "RunReported":
+            self.status = d["state"]
+        elif t == "RunDeleted":
+            self.status = "deleted"
+
+
+def broker_timeline(records: Iterable[Record]) -> list[TimelineEntry]:
+    """The entries of one broker run's stream (its records in version order)."""
+    fold = BrokerFold()
+    for r in records:
+        fold.apply(r)
+    return fold.entries
+
+
+def broker_status(records: Iterable[Record]) -> str:
+    """A broker run's status after `records` (its stream in order): its last report or finish."""
+    fold = BrokerFold()
+    for r in records:
+        fold.apply(r)
+    return fold.status
+
+
+def broker_moments(records: Iterable[Record]) -> list[RunMoment]:
+    """The run right after each record of its stream: status and timeline, in seq order."""
+    fold = BrokerFold()
+    moments = []
+    for r in records:
+        fold.apply(r)
+        moments.append(RunMoment(r.seq, r.recorded_at, r.type, fold.status, tuple(fold.entries)))
+    return moments

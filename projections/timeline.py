@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +26,13 @@ TRUNCATED = "Dropped earlier conversation to stay inside the model context windo
 
 @dataclass(frozen=True, slots=True)
 class TimelineEntry:
-    """One operator-visible item of a run: a message, a tool call, an error or a notice."""
+    """One operator-visible item of a run: a message, a tool call, an error or a notice.
+
+    `seq` is the seq of the event that created the entry: unique within a timeline and
+    stable as the run goes on, so it is the key diffs match entries by (`id` follows the
+    seed's rules and may be empty or repeat). It is where the entry sits in the log, not
+    what it says, so it takes no part in equality.
+    """
 
     id: str
     kind: str
@@ -36,9 +42,10 @@ class TimelineEntry:
     text: str = ""
     detail: str = ""
     status: str = ""
+    seq: int = field(default=0, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "kind": self.kind}
+        out: dict[str, Any] = {"id": self.id, "seq": self.seq, "kind": self.kind}
         for key in ("role", "name", "text", "detail", "status"):
             value = getattr(self, key)
             if value:
@@ -47,10 +54,11 @@ class TimelineEntry:
         return out
 
 
-# A slot is a list, `[id, kind, at, role, name, text, detail, status, run_order, stream, gone]`:
-# the fold edits it in place and the dump is the list itself. `at` stays the ISO time as
-# recorded; entries (with a parsed time) are built only when a timeline is rendered.
-ID, KIND, AT, ROLE, NAME, TEXT, DETAIL, STATUS, ORDER, STREAM, GONE = range(11)
+# A slot is a list, `[id, kind, at, role, name, text, detail, status, run_order, stream, gone,
+# seq]`: the fold edits it in place and the dump is the list itself. `at` stays the ISO time as
+# recorded; entries (with a parsed time) are built only when a timeline is rendered. `seq` is
+# the seq of the record that created the slot.
+ID, KIND, AT, ROLE, NAME, TEXT, DETAIL, STATUS, ORDER, STREAM, GONE, SEQ = range(12)
 
 SessionKey = tuple[str, str]  # (stream, session id): a fork replays a session in a stream of its own
 
@@ -85,7 +93,7 @@ class TimelineView:
     """
 
     name = "timeline"
-    version = 2
+    version = 3  # 3: slots carry the seq that created them
     types = frozenset({"AgentRunStarted", "HarnessEventRecorded"})
 
     def initial(self) -> TimelineState:
@@ -115,7 +123,7 @@ class TimelineView:
                 else:
                     parts.append(str(data.get("delta", "")))
                 return state
-        apply_harness_event(session, order, d["type"], d["event_id"], data, d["at"])
+        apply_harness_event(session, order, d["type"], d["event_id"], data, d["at"], record.seq)
         return state
 
     def copy(self, state: TimelineState) -> TimelineState:
@@ -182,9 +190,9 @@ def _add(session: _Session, slot: list[Any]) -> None:
 
 
 def apply_harness_event(
-    session: _Session, order: int, type_: str, event_id: str, data: dict[str, Any], when: str
+    session: _Session, order: int, type_: str, event_id: str, data: dict[str, Any], when: str, seq: int
 ) -> None:
-    """Apply one harness event (recorded at the ISO time `when`) to its session, in place."""
+    """Apply one harness event (record `seq`, recorded at the ISO time `when`) to its session, in place."""
     # This runs for most records of a log: slots are plain lists edited in place.
     if type_ == "assistant.delta":
         message_id = str(data.get("message_id") or "active")
@@ -195,7 +203,7 @@ def apply_harness_event(
             session.by_id[key] = len(session.slots)
             session.slots.append(
                 [f"stream-{message_id}", "message", when, "assistant", ASSISTANT_NAME, delta, "", "streaming",
-                 order, True, False]
+                 order, True, False, seq]
             )  # fmt: skip
         else:
             # Deltas are kept as parts and joined when read: a long stream stays linear.
@@ -209,7 +217,8 @@ def apply_harness_event(
         status = delivery if delivery in ("steering", "queued") else ""
         content = str(data.get("content", ""))
         _add(
-            session, [event_id, "message", when, "user", USER_NAME, content, "", status, order, False, False]
+            session,
+            [event_id, "message", when, "user", USER_NAME, content, "", status, order, False, False, seq],
         )
     elif type_ == "assistant.message":
         message_id = str(data.get("message_id") or "active")
@@ -223,13 +232,26 @@ def apply_harness_event(
         content = str(data.get("content", ""))
         _add(
             session,
-            [entry_id, "message", when, "assistant", ASSISTANT_NAME, content, "", "", order, False, False],
+            [
+                entry_id,
+                "message",
+                when,
+                "assistant",
+                ASSISTANT_NAME,
+                content,
+                "",
+                "",
+                order,
+                False,
+                False,
+                seq,
+            ],
         )
     elif type_ == "tool.start":
         call_id = str(data.get("tool_call_id") or event_id)
         detail = compact_json(data.get("arguments", {}))
         name = str(data.get("tool_name", ""))
-        _add(session, [call_id, "tool", when, "", name, "", detail, "running", order, False, False])
+        _add(session, [call_id, "tool", when, "", name, "", detail, "running", order, False, False, seq])
     elif type_ == "tool.complete":
         pos = session.by_id.get(str(data.get("tool_call_id") or ""))
         if pos is not None:
@@ -238,18 +260,25 @@ def apply_harness_event(
             slot[DETAIL], slot[STATUS] = compact_json(data), "failed" if failed else "complete"
     elif type_ == "session.error":
         text = str(data.get("message", ""))
-        _add(session, [event_id, "error", when, "", ASSISTANT_NAME, text, "", "failed", order, False, False])
+        _add(
+            session,
+            [event_id, "error", when, "", ASSISTANT_NAME, text, "", "failed", order, False, False, seq],
+        )
     elif type_ == "session.shutdown":
         reason = str(data.get("reason") or "")
         text = f"The agent runtime stopped: {reason}" if reason else "The agent runtime stopped."
-        _add(session, [event_id, "notice", when, "", "", text, "", "stopped", order, False, False])
+        _add(session, [event_id, "notice", when, "", "", text, "", "stopped", order, False, False, seq])
     elif type_ == "warning":
         text = str(data.get("message", ""))
-        _add(session, [event_id, "notice", when, "", "", text, "", "warning", order, False, False])
+        _add(session, [event_id, "notice", when, "", "", text, "", "warning", order, False, False, seq])
     elif type_ == "compaction":
-        _add(session, [event_id, "notice", when, "", "", COMPACTED, "", "compacted", order, False, False])
+        _add(
+            session, [event_id, "notice", when, "", "", COMPACTED, "", "compacted", order, False, False, seq]
+        )
     elif type_ == "truncation":
-        _add(session, [event_id, "notice", when, "", "", TRUNCATED, "", "truncated", order, False, False])
+        _add(
+            session, [event_id, "notice", when, "", "", TRUNCATED, "", "truncated", order, False, False, seq]
+        )
 
 
 def render(state: TimelineState, run_id: str) -> list[TimelineEntry]:
@@ -265,7 +294,9 @@ def render(state: TimelineState, run_id: str) -> list[TimelineEntry]:
         parts = session.parts.get(i)
         text = s[TEXT] + "".join(parts) if parts else s[TEXT]
         at = datetime.fromisoformat(s[AT])
-        entries.append(TimelineEntry(s[ID], s[KIND], at, s[ROLE], s[NAME], text, s[DETAIL], s[STATUS]))
+        entries.append(
+            TimelineEntry(s[ID], s[KIND], at, s[ROLE], s[NAME], text, s[DETAIL], s[STATUS], s[SEQ])
+        )
     return sorted(entries, key=lambda e: e.at)
 
 

@@ -102,7 +102,7 @@ def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_pa
         card = page.locator("#approvals li", has_text="kubectl rollout restart")
         card.wait_for()
         assert "digest" in card.inner_text()
-        assert "expires in" in card.inner_text()
+        assert "deadline in" in card.inner_text()
         shot(page, "2-pending")
 
         # 3. Approve it (with confirmation); it leaves the pending list.
@@ -113,6 +113,7 @@ def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_pa
 
         # 4. Watch the run finish in its timeline (updated live over server-sent events).
         page.locator("#runs tbody tr[data-run-id='deployer']").click()
+        page.wait_for_url("**/ui/runs/deployer")
         page.locator("#timeline li[data-kind='finish'][data-status='done']").wait_for()
         assert page.locator("#timeline li[data-kind='permission'][data-status='allow']").count() == 1
         shot(page, "4-finished")
@@ -123,7 +124,7 @@ def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_pa
         requested = next(r.seq for r in system.log.read("run-deployer") if r.type == "PermissionRequested")
         page.evaluate(
             "i => { const s = document.getElementById('slider'); s.value = String(i);"
-            " s.dispatchEvent(new Event('input')); }",
+            " s.dispatchEvent(new Event('change')); }",
             seqs.index(requested),
         )
         page.locator("#timeline li[data-kind='permission'][data-status='pending']").wait_for()

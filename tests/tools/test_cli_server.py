@@ -145,7 +145,7 @@ def test_a_broken_chain_exits_1_through_the_server(db, server):
 def test_wrong_ids_and_moments_through_the_server(server, seeded):
     result = on_server(server, "timeline", "no-such-run")
     assert result.exit_code == 2
-    assert "no agent run 'no-such-run'" in result.stderr
+    assert "no run 'no-such-run'" in result.stderr
     for at in ("soon", str(seeded.head + 1), "-3"):
         result = on_server(server, "timeline", seeded.run, "--at", at)
         assert result.exit_code == 2, at

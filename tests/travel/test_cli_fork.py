@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import importlib
 import shlex
 import sys
 import threading
@@ -25,7 +26,7 @@ from tests.controller.forks import (
 )
 from tests.controller.helpers import WAIT, ManualHarness, in_thread
 from tools.cli import cli
-from tools.cli.redrive import Redriven, redrive
+from tools.http.forks import Redriven, redrive
 
 
 @pytest.fixture
@@ -177,7 +178,8 @@ def test_a_recording_whose_event_is_refused_is_aborted_and_says_why(recorded_db,
     """The turn stops when an event it serves is refused; the re-drive then ends the run
     instead of waiting for it to end by itself."""
     from actors import RecordedHarness
-    from tools.cli import redrive as _fork
+
+    _fork = importlib.import_module("tools.http.forks")
 
     class Refused(RecordedHarness):
         def _emit(self, publish, event):

@@ -136,7 +136,7 @@ def test_fork_records_a_new_run(run, agent):
     ("args", "message"),
     [
         (("travel", "nope", "--at", "5"), "no run 'nope'"),
-        (("timeline", "nope"), "no agent run 'nope'"),
+        (("timeline", "nope"), "no run 'nope'"),
         (("diff", "nope", "--from", "1", "--to", "2"), "no run 'nope'"),
         (("fork", "nope", "--at", "5"), "no agent run 'nope'"),
         (("runs", "--at", "yesterday"), "neither a seq nor an ISO time"),

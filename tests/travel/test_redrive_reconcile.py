@@ -16,7 +16,7 @@ from eventlog import ManualClock, open_log
 from projections import ApprovalRow, Views
 from tests.controller.forks import harness_records, served, timeline
 from tools.cli import cli
-from tools.cli.redrive import redrive
+from tools.http.forks import redrive
 
 from .reconciles import ReconcileOrigin, gate_records, gate_steps, record_reconcile_origin
 

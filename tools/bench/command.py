@@ -16,12 +16,14 @@ def bench() -> None:
     Example:
       flightlog bench log --quick
       flightlog bench approvals --json > approvals.json
+      flightlog bench console --quick
     """
 
 
 def register(cli: click.Group) -> None:
     from .approvals import bench_approvals
     from .broker import bench_broker
+    from .console import bench_console
     from .log import bench_log
     from .replay import bench_replay
 
@@ -29,4 +31,5 @@ def register(cli: click.Group) -> None:
     bench.add_command(bench_approvals)
     bench.add_command(bench_replay)
     bench.add_command(bench_broker)
+    bench.add_command(bench_console)
     cli.add_command(bench)

@@ -16,8 +16,8 @@ from eventlog import EventLog
 from projections import Views
 
 from .._output import EXIT_FOUND, UsageFailure, console, emit_json, err_console, open_db, shown
+from ..http import ForkError, Redriven, fork_run, redrive
 from . import ids
-from .redrive import ForkError, Redriven, fork_run, redrive
 from .travel import AT_HELP, parse_at
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -159,7 +159,7 @@ class OperatorClient:
         params = {"each": "1"} if each else _at(at)
         status, body = self.call("GET", path, params=params)
         if status == 404:
-            raise click.UsageError(f"no agent run {run_id!r} on the server at {self.url}")
+            raise click.UsageError(f"no run {run_id!r} on the server at {self.url}")
         self._moment_errors(status, body, path)
         if each:
             return [], [moment_from_dict(m) for m in body["moments"]], 0, None

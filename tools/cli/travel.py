@@ -173,7 +173,10 @@ AGENT_COLUMNS = [
 def timeline_cmd(
     db: str | None, run_id: str | None, server: str | None, at_text: str | None, each: bool, as_json: bool
 ) -> None:
-    """Print an agent run's timeline, now or as of a past moment (folded from its own stream).
+    """Print a run's timeline, now or as of a past moment (folded from its own stream).
+
+    An agent run's timeline is its conversation; a broker run's is its reports, permission
+    requests and decisions, control messages, replies and finishes.
 
     \b
     Example:
@@ -194,8 +197,7 @@ def timeline_cmd(
             views = Views(log)
             head = log.head().seq
             run_id = ids.run_id(views, run_id)
-            if views.agent_run(run_id, at=head) is None:
-                raise click.UsageError(f"no agent run {run_id!r} in this log")
+            _known_run(views, run_id, head)
             if each:
                 moments = views.timeline_at_each_event(run_id)
             else:
@@ -284,8 +286,7 @@ def travel_cmd(db: str, run_id: str, at_text: str, as_json: bool) -> None:
         )
     for a in pending:
         console.print(f"open approval [bold]{shown(a.id)}[/]: {shown(a.title)} ({shown(a.status)})")
-    if agent is not None:
-        console.print(_timeline_table("timeline", entries))
+    console.print(_timeline_table("timeline", entries))
 
 
 # -- diff ----------------------------------------------------------------------------------------
@@ -309,7 +310,8 @@ def travel_cmd(db: str, run_id: str, at_text: str, as_json: bool) -> None:
 def diff_cmd(db: str, run_id: str, a_text: str, b_text: str, view: str, as_json: bool) -> None:
     """What changed in a run between two moments: added, removed and changed items.
 
-    Exit status 1 when something changed, 0 when nothing did (like diff(1)).
+    Timeline entries (of an agent run or a broker run) are matched by the seq of the event
+    that created them. Exit status 1 when something changed, 0 when nothing did (like diff(1)).
 
     \b
     Example:
@@ -359,10 +361,11 @@ def _print_diff(diff: Diff, run_id: str) -> None:
     for change in diff.changed:
         fields = ", ".join(f"{f}: {shown(str(change.before.get(f)))} → {shown(str(change.after.get(f)))}"
                            for f in change.fields)  # fmt: skip
-        console.print(f"[yellow]~ {shown(change.key)}[/] {fields}", soft_wrap=True)
+        key = f"seq {change.key}" if diff.view == "timeline" else change.key
+        console.print(f"[yellow]~ {shown(key)}[/] {fields}", soft_wrap=True)
 
 
 def _label(item: dict[str, Any]) -> str:
-    key = item.get("id") or item.get("run_id") or ""
+    key = f"seq {item['seq']}" if "seq" in item else item.get("id") or item.get("run_id") or ""
     text = item.get("text") or item.get("detail") or item.get("title") or item.get("status") or ""
     return f"{key} {item.get('kind', '')} {str(text)[:100]}".strip()

@@ -148,6 +148,10 @@ def _demo(path: Path, port: int, auto: bool) -> None:
             run_id = controller.send("Scale the web service to 3 replicas and tell me when it is done")
             if not auto:
                 console.print("waiting for you: approve or reject in the console; Ctrl-C to stop")
+                console.print(
+                    "two-person approval: log in as alice and approve, then open "
+                    f"{server.url}/ui/?as=bob (log out first, or use a private window) and approve as bob"
+                )
                 _wait_for_person(agents, controller)
             else:
                 console.print(POLICY)

@@ -1,8 +1,11 @@
 """The web console: static pages under /ui/, login, and the JSON the pages read.
 
-`/api/v1/console/*` serves what the pages show: an overview (runs and pending approvals),
-a run as it was at any of its events (time travel, with what changed since), the audit
-trail with the chain's verdict, and a server-sent event stream that says "the log grew".
+`/api/v1/console/*` serves what the pages show: an overview (pending approvals and who voted),
+the runs list (search, filters, sort, pages), a run as it was at any of its events (time
+travel, with what changed since, by the same diff as `flightlog diff`), its raw events, one
+event, one approval, the audit trail with the chain's verdict, and a server-sent event
+stream that says "the log grew". Every page path (`/ui/runs/<id>`, `/ui/approvals/<id>`,
+`/ui/events/<seq>`) serves the one page, which routes itself.
 """
 
 from __future__ import annotations
@@ -19,18 +22,27 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from actors import System
-from projections import ApprovalRow, TimelineEntry
-from projections.broker_timeline import broker_timeline
+from projections import ApprovalRow
 
 from .console_auth import COOKIE, SESSION_SECONDS, ConsoleSessions, Operator
+from .console_reads import (
+    QueryError,
+    RunIndex,
+    event_json,
+    event_run_id,
+    parse_query,
+    run_header,
+    run_records,
+    voters,
+)
 from .integrity import Integrity
+from .travel_reads import moment_seq
 from .wire import Endpoint, WireError, json_error, json_response, parse_object, read_body
 
-STATIC = {
-    "index.html": "text/html; charset=utf-8",
-    "app.js": "text/javascript; charset=utf-8",
-    "style.css": "text/css; charset=utf-8",
-}
+MEDIA = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+         ".css": "text/css; charset=utf-8"}  # fmt: skip
+PAGES = ("runs", "approvals", "events")  # /ui/<page>/<id>: the one page, routed in the browser
+MAX_EVENTS = 500
 HEAD_POLL = 0.25  # how often the event stream looks at the log's head
 KEEPALIVE = 15.0
 SECURITY_HEADERS = {
@@ -41,14 +53,18 @@ SECURITY_HEADERS = {
 }
 
 
-def _static(name: str) -> bytes:
-    return importlib.resources.files("tools").joinpath("console", name).read_bytes()
+def _static(name: str) -> bytes | None:
+    if "/" in name or name.startswith(".") or not name.endswith(tuple(MEDIA)):
+        return None
+    path = importlib.resources.files("tools").joinpath("console", name)
+    return path.read_bytes() if path.is_file() else None
 
 
 class ConsoleRoutes:
     def __init__(self, system: System, sessions: ConsoleSessions) -> None:
         self.system = system
         self.sessions = sessions
+        self.index = RunIndex(system)
 
     def routes(self) -> list[Route]:
         def guarded(handler: Any) -> Any:
@@ -70,10 +86,15 @@ class ConsoleRoutes:
             Route("/ui/", Endpoint(self.page, ("GET", "HEAD"))),
             Route("/ui/login", Endpoint(self.login, ("POST",), json_error)),
             Route("/ui/logout", Endpoint(self.logout, ("POST",), json_error)),
+            *(Route(f"/ui/{page}/{{rest:path}}", Endpoint(self.page, ("GET", "HEAD"))) for page in PAGES),
             Route("/ui/{name}", Endpoint(self.page, ("GET", "HEAD"))),
             get("/api/v1/console/me", self.me),
             get("/api/v1/console/overview", self.overview),
+            get("/api/v1/console/runs", self.runs),
             get("/api/v1/console/runs/{run_id:path}/travel", self.travel),
+            get("/api/v1/console/runs/{run_id:path}/events", self.events),
+            get("/api/v1/console/events/{seq}", self.event),
+            get("/api/v1/console/approvals/{approval_id}", self.approval),
             get("/api/v1/console/audit", self.audit),
             get("/api/v1/console/stream", self.stream),
         ]
@@ -85,9 +106,11 @@ class ConsoleRoutes:
 
     async def page(self, request: Request) -> Response:
         name = request.path_params.get("name", "index.html")
-        if name not in STATIC:
+        body = _static(name)
+        if body is None:
             raise WireError(404, "404 page not found")
-        return Response(_static(name), media_type=STATIC[name], headers=SECURITY_HEADERS)
+        media = MEDIA[name[name.rindex(".") :]]
+        return Response(body, media_type=media, headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
 
     async def login(self, request: Request) -> Response:
         body = parse_object(await read_body(request))
@@ -124,33 +147,25 @@ class ConsoleRoutes:
         views = self.system.views
         head = views.catch_up()
         now = self.system.clock.now()
-        broker_runs = []
-        for row in views.runs():
-            finish = views.finish_status(row.run_id)
-            status = finish.last_status if finish and finish.count else (row.last_state or "registered")
-            broker_runs.append(
-                {
-                    "run_id": row.run_id,
-                    "kind": "broker",
-                    "title": row.run_id,
-                    "status": status,
-                    "last_activity": row.last_seen,
-                    "pending": len(row.pending_permissions),
-                }
-            )
-        agent_runs = [
-            {
-                "run_id": r.run_id,
-                "kind": "agent",
-                "title": r.title,
-                "status": r.status,
-                "last_activity": r.started_at,
-                "controller": r.controller_id,
-            }
-            for r in views.agent_runs()
-        ]
-        pending = [_approval_json(a) for a in views.pending_approvals()]
-        return {"head": head, "now": now, "runs": broker_runs + agent_runs, "approvals": pending}
+        pending = [self._approval(a) for a in views.pending_approvals()]
+        return {"head": head, "now": now, "approvals": pending}
+
+    def _approval(self, a: ApprovalRow) -> dict[str, Any]:
+        """An approval with every vote (name and identity) and, for a run's permission, its tool."""
+        out = _approval_json(a)
+        out["voters"] = voters(self.system, a.id)
+        out["tool"] = ""
+        for r in self.system.log.read(f"run-{a.run_id}") if a.run_id else ():
+            if r.type == "PermissionRequested" and r.data["approval_id"] == a.id:
+                out["tool"] = r.data["tool_name"]
+        return out
+
+    async def runs(self, request: Request) -> Response:
+        try:
+            query = parse_query(request.query_params)
+        except QueryError as e:
+            raise WireError(400, str(e)) from None
+        return json_response(await run_in_threadpool(self.index.query, query))
 
     async def travel(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -158,9 +173,9 @@ class ConsoleRoutes:
         at: int | None = None
         if raw_at not in (None, ""):
             try:
-                at = int(str(raw_at))
-            except ValueError:
-                raise WireError(400, "at must be a seq (an integer)") from None
+                at = moment_seq(self.system.log, str(raw_at))
+            except ValueError as e:
+                raise WireError(400, f"at: {e}") from None
         result = await run_in_threadpool(self._travel, run_id, at)
         if result is None:
             raise WireError(404, "run not found")
@@ -169,55 +184,82 @@ class ConsoleRoutes:
     def _travel(self, run_id: str, at: int | None) -> dict[str, Any] | None:
         views = self.system.views
         views.catch_up()
-        broker_records = list(self.system.log.read(f"run-{run_id}"))
-        if broker_records:
-            kind = "broker"
-            seqs = [r.seq for r in broker_records]
-            at = seqs[-1] if at is None else at
-
-            def entries_at(seq: int) -> list[TimelineEntry]:
-                return broker_timeline(r for r in broker_records if r.seq <= seq)
-
-            status = _broker_status(r for r in broker_records if r.seq <= at)
-        else:
-            moments = views.timeline_at_each_event(run_id)
-            if not moments:
-                return None
-            kind = "agent"
-            seqs = [m.seq for m in moments]
-            at = seqs[-1] if at is None else at
-            by_seq = {m.seq: m for m in moments}
-
-            def entries_at(seq: int) -> list[TimelineEntry]:
-                chosen = [m for m in moments if m.seq <= seq]
-                return list(chosen[-1].entries) if chosen else []
-
-            chosen = [m for m in moments if m.seq <= at]
-            status = chosen[-1].status if chosen else ""
-            del by_seq
-        then = entries_at(at)
-        now = entries_at(seqs[-1])
-        before = {e.id: e for e in then}
-        added = [e.id for e in now if e.id not in before]
-        changed = [e.id for e in now if e.id in before and before[e.id] != e]
-        approvals = [_approval_json(a) for a in views.approval_history(at=at) if a.run_id == run_id]
+        moments = views.timeline_at_each_event(run_id)
+        if not moments:
+            return None
+        kind = "agent" if views.agent_run(run_id) is not None else "broker"
+        seqs = [m.seq for m in moments]
+        last = seqs[-1]
+        at = last if at is None else at
+        chosen = [m for m in moments if m.seq <= at]
+        then = list(chosen[-1].entries) if chosen else []
+        status = chosen[-1].status if chosen else ""
+        # What changed since: the same diff as `Views.diff` and `flightlog diff` (keyed by seq).
+        since = views.diff("timeline", run_id, a=at, b=last) if at < last else None
+        approvals = [self._approval(a) for a in views.approval_history(at=at) if a.run_id == run_id]
+        header = run_header(self.system, run_id, run_records(self.system, run_id))
         return {
             "run_id": run_id,
             "kind": kind,
+            "header": header,
             "seqs": seqs,
             "at": at,
-            "live": at >= seqs[-1],
+            "live": at >= last,
             "status": status,
             "moment": views.moment(at) if at else None,
             "entries": [e.to_dict() for e in then],
             "approvals": approvals,
-            "since": {
-                "added": added,
-                "changed": changed,
-                "later_entries": [e.to_dict() for e in now if e.id in added],
-                "changed_entries": [e.to_dict() for e in now if e.id in changed],
-            },
+            "since": since.to_dict() if since else {"added": [], "removed": [], "changed": []},
         }
+
+    async def events(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            offset = int(request.query_params.get("offset") or 0)
+            limit = min(int(request.query_params.get("limit") or 100), MAX_EVENTS)
+        except ValueError:
+            raise WireError(400, "offset and limit must be whole numbers") from None
+
+        def load() -> dict[str, Any] | None:
+            records = run_records(self.system, run_id)
+            if not records:
+                return None
+            page = records[max(offset, 0) : max(offset, 0) + max(limit, 1)]
+            return {"run_id": run_id, "total": len(records), "offset": offset,
+                    "events": [event_json(r) for r in page]}  # fmt: skip
+
+        result = await run_in_threadpool(load)
+        if result is None:
+            raise WireError(404, "run not found")
+        return json_response(result)
+
+    async def event(self, request: Request) -> Response:
+        text = request.path_params["seq"]
+        if not text.isdigit():
+            raise WireError(400, "seq must be a whole number")
+
+        def load() -> dict[str, Any] | None:
+            seq = int(text)
+            for r in self.system.log.read_all(after_seq=seq - 1, to_seq=seq):
+                return {**event_json(r), "run_id": event_run_id(self.system, r)}
+            return None
+
+        result = await run_in_threadpool(load)
+        if result is None:
+            raise WireError(404, "no event at that seq")
+        return json_response(result)
+
+    async def approval(self, request: Request) -> Response:
+        approval_id = request.path_params["approval_id"]
+
+        def load() -> dict[str, Any] | None:
+            row = self.system.views.approval(approval_id)
+            return None if row is None else self._approval(row)
+
+        result = await run_in_threadpool(load)
+        if result is None:
+            raise WireError(404, "approval not found")
+        return json_response(result)
 
     async def audit(self, request: Request) -> Response:
         started: Integrity | None = getattr(request.app.state, "integrity", None)
@@ -283,15 +325,3 @@ def _approval_json(a: ApprovalRow) -> dict[str, Any]:
         "refused": len(a.refused),
         "agent_reported": sum(1 for r in a.refused if r.agent_reported),  # a run's own answers, refused
     }
-
-
-def _broker_status(records: Any) -> str:
-    status = "registered"
-    for r in records:
-        if r.type == "RunFinished":
-            status = r.data["status"] or "done"
-        elif r.type == "RunReported":
-            status = r.data["state"]
-        elif r.type == "RunDeleted":
-            status = "deleted"
-    return status

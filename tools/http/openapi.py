@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .fork_routes import fork_paths
 from .views import view_paths
 
 Schema = dict[str, Any]
@@ -309,6 +310,7 @@ def _operator_paths() -> dict[str, Schema]:
             )
         },
         **view_paths(op, error),
+        **fork_paths(op, error),
         "/api/v1/verify": {
             "get": op(
                 "Walk the log's hash chain (and check it against an anchor kept elsewhere); with the "

@@ -35,6 +35,7 @@ from eventlog import Head
 
 from .calls import call
 from .console_auth import ConsoleSessions, Operator
+from .fork_routes import ForkRoutes
 from .integrity import Integrity
 from .views import ViewRoutes
 from .wire import (
@@ -63,6 +64,7 @@ class OperatorRoutes:
         self.system = system
         self.operator_token_sha256 = operator_token_sha256
         self.sessions = sessions or ConsoleSessions(operator_token_sha256)
+        self.forks = ForkRoutes(system)
 
     def routes(self) -> list[Route]:
         def route(path: str, method: str, handler: Callable[[Request], Awaitable[Response]]) -> Route:
@@ -72,6 +74,7 @@ class OperatorRoutes:
             *ViewRoutes(self.system, self._guarded).routes(),  # before /runs/{run_id:path} takes them
             route("/api/v1/runs", "GET", self.runs),
             route("/api/v1/runs/{run_id:path}/control", "POST", self.push_control),
+            route("/api/v1/runs/{run_id:path}/fork", "POST", self.forks.fork),
             route("/api/v1/runs/{run_id:path}", "GET", self.run),
             route("/api/v1/approvals", "GET", self.approvals),
             route("/api/v1/approvals/history", "GET", self.history),

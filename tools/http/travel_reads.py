@@ -80,7 +80,7 @@ def entry_from_dict(d: dict[str, Any]) -> TimelineEntry:
     """The entry `TimelineEntry.to_dict()` (as JSON) describes."""
     return TimelineEntry(
         d["id"], d["kind"], datetime.fromisoformat(d["at"]), d.get("role", ""), d.get("name", ""),
-        d.get("text", ""), d.get("detail", ""), d.get("status", ""),
+        d.get("text", ""), d.get("detail", ""), d.get("status", ""), d.get("seq", 0),
     )  # fmt: skip
 
 

@@ -62,8 +62,9 @@ class ViewRoutes:
 
         def load() -> dict[str, Any]:
             views = self.system.views
-            if views.agent_run(run_id, at=self.system.log.head().seq) is None:
-                raise WireError(404, f"no agent run {run_id!r}")
+            head = self.system.log.head().seq
+            if views.agent_run(run_id, at=head) is None and views.run(run_id, at=head) is None:
+                raise WireError(404, f"no run {run_id!r}")
             seq = None if each else self._seq(request)
             moment = views.moment(seq) if seq else None
             return {**timeline_payload(views, run_id, seq, each), "moment": moment}
@@ -95,12 +96,12 @@ def view_paths(op: Callable[..., dict[str, Any]], error: dict[str, Any]) -> dict
         },
         "/api/v1/runs/{run_id}/timeline": {
             "get": op(
-                "An agent run's timeline as of a moment, or after each of its events",
+                "A run's timeline (agent or broker run) as of a moment, or after each of its events",
                 {
                     "200": ok("run_id, seq, moment, entries; or run_id and moments with each=1"),
                     "400": bad_at,
                     "404": {
-                        "description": "No such agent run",
+                        "description": "No such run",
                         "content": {"application/json": {"schema": error}},
                     },
                 },

@@ -1,4 +1,4 @@
-"""Forks from the command line: record one (`actors.fork_run`), then re-drive it to its end.
+"""Forks: record one (`actors.fork_run`), then re-drive it to its end (the CLI and the console).
 
 Re-driving runs the fork's controller in this process until the run it drives has ended
 (the controller is idle again). From the recording, reconciles are served by the origin's

@@ -1,0 +1,219 @@
+"""The console as an investigation tool, in Chromium against a real `flightlog serve` process:
+deep links, search and filters, the event history, "changed since", fork from the page, logout.
+
+The database is the seeded workload (a dozen agent runs and broker runs with approvals).
+Screenshots for the README are written to docs/console/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eventlog import ManualClock, open_log
+from projections import Views
+from tools.bench.workload import fill
+
+from .test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, sync_api
+
+DOCS = ROOT / "docs" / "console"
+TOKEN = "investigate-" + "x" * 24
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("investigate") / "workload.db"
+    clock = ManualClock()
+    log = open_log(path, clock=clock)
+    fill(log, 6, 3, clock=clock)
+    log.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(db):
+    env = {**os.environ, "FLIGHTLOG_OPERATOR_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tools.cli", "serve", "--db", str(db), "--port", "0"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = ""
+        for line in proc.stdout:  # the server prints its address once it accepts connections
+            found = re.search(r"listening on (http://\S+)", line)
+            if found:
+                url = found.group(1)
+                break
+        assert url, "flightlog serve did not start"
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", *CHROMIUM_ARGS])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{server}/ui/")
+    page.fill("#login-name", "alice")
+    page.fill("#login-token", TOKEN)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#who:has-text('alice')")
+    page.locator("#runs tbody tr").first.wait_for()
+    yield page
+    context.close()
+
+
+def views_of(db: Path) -> Views:
+    return Views(open_log(db, readonly=True), snapshots=None)
+
+
+def shot(page, name: str) -> None:
+    DOCS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(DOCS / f"{name}.png"))
+
+
+def test_a_deep_link_to_a_run_at_a_seq_restores_the_page(page, server, db):
+    views = views_of(db)
+    run = views.agent_runs()[1]
+    moments = views.timeline_at_each_event(run.run_id)
+    middle = moments[len(moments) // 2]
+    page.goto(f"{server}/ui/runs/{run.run_id}?at={middle.seq}")
+    page.locator("#not-live").wait_for()
+    assert f"seq {middle.seq}" in page.locator("#not-live").inner_text()
+    assert page.locator("#timeline li").count() == len(middle.entries)
+    selected = page.locator("#runs tbody tr.selected").evaluate_all("ns => ns.map(n => n.dataset.runId)")
+    assert set(selected) == {run.run_id}  # the workload's broker run shares the agent run's id
+    shot(page, "run-travelled")
+    # Back and forward: the history API restores each place.
+    page.locator("#travel-live").click()
+    page.wait_for_url(re.compile(rf"/ui/runs/{run.run_id}$"))
+    page.locator("#not-live").wait_for(state="hidden")
+    page.go_back()
+    page.locator("#not-live").wait_for()
+    assert page.url.endswith(f"?at={middle.seq}")
+    # The page's own route survives a reload.
+    page.reload()
+    page.locator("#not-live").wait_for()
+    assert page.locator("#timeline li").count() == len(middle.entries)
+
+
+def test_changed_since_shows_only_what_came_after_the_point(page, server, db):
+    views = views_of(db)
+    run = views.agent_runs()[2]
+    moments = views.timeline_at_each_event(run.run_id)
+    point = moments[3].seq
+    diff = views.diff("timeline", run.run_id, a=point, b=moments[-1].seq)
+    page.goto(f"{server}/ui/runs/{run.run_id}?at={point}")
+    page.locator("#since").wait_for()
+    added = page.locator("#since-list li[data-change='added']")
+    seqs = [int(s) for s in added.evaluate_all("ns => ns.map(n => n.dataset.seq)")]
+    assert seqs == [e["seq"] for e in diff.added]
+    assert seqs
+    assert all(s > point for s in seqs)
+    changed = page.locator("#since-list li[data-change='changed']")
+    assert changed.count() == len(diff.changed)
+
+
+def test_search_and_filters(page, db):
+    views = views_of(db)
+    target = views.agent_runs()[0]
+    page.fill("#runs-q", target.run_id[:10])
+    page.wait_for_function("() => document.querySelectorAll('#runs tbody tr').length <= 2")
+    ids = page.locator("#runs tbody tr").evaluate_all("ns => ns.map(n => n.dataset.runId)")
+    assert target.run_id in ids
+    assert all(i.startswith(target.run_id[:10]) for i in ids)
+    page.fill("#runs-q", "")
+    page.select_option("#runs-kind", "broker")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#runs tbody tr td:nth-child(2)')]"
+        ".every(td => td.textContent === 'broker')"
+    )
+    page.locator("#runs-count", has_text=f"of {len(views.runs())}").wait_for()
+    page.select_option("#runs-kind", "")
+    page.select_option("#runs-sort", "title")
+    page.select_option("#runs-order", "asc")
+    page.wait_for_timeout(0)
+    page.locator("#runs tbody tr").first.wait_for()
+    shot(page, "runs-search")
+
+
+def test_the_event_history_shows_each_payload(page, server, db):
+    views = views_of(db)
+    run = views.agent_runs()[0]
+    records = [r for r in views.log.read(run.stream) if r.data.get("run_id", run.run_id) == run.run_id]
+    page.goto(f"{server}/ui/events/{records[1].seq}")
+    page.wait_for_url(re.compile(rf"/ui/runs/{run.run_id}\?at={records[1].seq}#events$"))
+    row = page.locator(f"#event-history tr[data-seq='{records[1].seq}']")
+    row.wait_for()
+    assert records[1].type in row.inner_text()
+    assert row.locator("details").get_attribute("open") is not None  # the linked event is open
+    payload = row.locator("pre.payload").inner_text()
+    assert f'"run_id": "{run.run_id}"' in payload
+    assert page.locator("#event-history tbody tr").count() == len(records)
+    other = page.locator(f"#event-history tr[data-seq='{records[0].seq}']")
+    assert not other.locator("pre").is_visible()  # collapsed until opened
+    other.locator("summary").click()
+    assert records[0].type in other.inner_text()
+    assert records[0].event_id in other.locator("pre").inner_text()
+    shot(page, "event-history")
+
+
+def test_fork_from_the_page_opens_the_fork_with_its_provenance(page, server, db):
+    views = views_of(db)
+    origin = views.agent_runs()[3]
+    moments = views.timeline_at_each_event(origin.run_id)
+    at = moments[4].seq
+    page.goto(f"{server}/ui/runs/{origin.run_id}?at={at}")
+    page.locator("#fork").click()
+    assert f"seq {at}" in page.locator("#confirm-text").inner_text()
+    assert "not changed" in page.locator("#confirm-text").inner_text()
+    page.fill("#fork-reason", "try again")
+    page.locator("#confirm-ok").click()
+    page.wait_for_url(lambda u: "/ui/runs/" in u and origin.run_id not in u)
+    fork_id = page.url.rsplit("/", 1)[1]
+    link = page.locator("#forked-from a")
+    link.wait_for()
+    assert origin.run_id in link.get_attribute("href")
+    fork = views_of(db).agent_run(fork_id)
+    assert (fork.forked_from, fork.fork_seq) == (origin.run_id, at)
+    link.click()
+    page.locator(f"#forks a[href='/ui/runs/{fork_id}']").wait_for()  # provenance on the origin too
+
+
+def test_logout_leaves_no_run_text_in_the_dom(page, db):
+    views = views_of(db)
+    run = views.agent_runs()[0]
+    page.locator(f"#runs tbody tr[data-run-id='{run.run_id}']").first.click()
+    page.locator("#timeline").wait_for()
+    assert run.title in page.content()
+    page.click("#logout")
+    page.locator("#login").wait_for()
+    html = page.content()
+    text = page.locator("body").inner_text()
+    for r in [*views.agent_runs(), *views.runs()]:
+        assert r.run_id[:8] not in html
+    assert run.title not in html
+    assert "Pending approvals" not in text
+    assert "Audit trail" not in text
+    assert not page.locator("#slider").count()

@@ -1,0 +1,117 @@
+// flightlog console: plain ES modules, no build step. Every value from the server is set with
+// textContent (never parsed as HTML); state-changing requests carry the CSRF header. Nothing of
+// the dashboard exists in the DOM before login, and logout empties it again.
+
+import { $, api, el, setUnauthorizedHandler } from "./util.js";
+import { navigate, route, startRouter } from "./router.js";
+import * as runs from "./runs.js";
+import * as run from "./run.js";
+import { loadApproval, renderPending, setMe, tickCountdowns } from "./approvals.js";
+import { loadAudit } from "./audit.js";
+
+let source = null;
+let signedIn = false;
+
+function clearDashboard() {
+  signedIn = false;
+  if (source) { source.close(); source = null; }
+  runs.clear(); run.clear();
+  for (const id of ["page-panel", "approvals-panel", "audit-panel"]) $(id).replaceChildren();
+  $("badge").hidden = true; $("badge").textContent = "";
+  $("who").textContent = "";
+}
+
+function showLogin() {
+  clearDashboard();
+  $("app").hidden = true; $("logout").hidden = true; $("login").hidden = false;
+  const as = new URL(window.location.href).searchParams.get("as");
+  if (as) {
+    $("login-name").value = as;
+    $("login-hint").textContent = `Log in as ${as} to cast the second vote of a two-person approval.`;
+  }
+}
+
+async function login(event) {
+  event.preventDefault();
+  $("login-error").textContent = "";
+  try {
+    const res = await fetch("/ui/login", {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-Flightlog-Request": "1" },
+      body: JSON.stringify({ name: $("login-name").value, token: $("login-token").value }),
+    });
+    if (!res.ok) { $("login-error").textContent = res.status === 401 ? "That token is not the operator token." : "Login failed."; return; }
+    $("login-token").value = "";
+    await start();
+  } catch (e) { $("login-error").textContent = String(e.message || e); }
+}
+
+async function logout() {
+  await fetch("/ui/logout", { method: "POST", credentials: "same-origin", headers: { "X-Flightlog-Request": "1" } });
+  showLogin();
+}
+
+function home() {
+  $("page-panel").replaceChildren(el("h2", "Select a run"),
+    el("p", "Pick a run on the left to see its timeline, events and approvals, and to travel in it.", "meta"));
+}
+
+async function show(r) {
+  if (!signedIn) return;
+  try {
+    if (r.page === "runs" && r.id) {
+      runs.select_(r.id);
+      await run.load(r.id, r.at, r.tab, r.at);
+    } else if (r.page === "approvals" && r.id) {
+      await loadApproval(r.id);
+    } else if (r.page === "events" && r.id) {
+      const e = await api(`/api/v1/console/events/${encodeURIComponent(r.id)}`);
+      if (e.run_id) await navigate(`/ui/runs/${encodeURIComponent(e.run_id)}?at=${e.seq}#events`, { replace: true });
+      else $("page-panel").replaceChildren(el("h2", `Event ${e.seq}: ${e.type}`), el("pre", JSON.stringify(e, null, 2), "payload"));
+    } else {
+      home();
+    }
+  } catch (e) {
+    if (e.status === 401) return;
+    $("page-panel").replaceChildren(el("h2", "Not found"), el("p", e.message, "error"));
+  }
+}
+
+async function refresh() {
+  if (!signedIn) return;
+  const overview = await api("/api/v1/console/overview");
+  renderPending(overview.approvals, refresh);
+  await runs.load();
+  await run.followLive();
+  await loadAudit();
+}
+
+function listen() {
+  source = new EventSource("/api/v1/console/stream");
+  let pending = null;
+  source.addEventListener("change", () => {
+    if (pending) return;
+    pending = setTimeout(() => { pending = null; refresh().catch(() => {}); }, 150);
+  });
+}
+
+async function start() {
+  const me = await api("/api/v1/console/me");
+  signedIn = true;
+  setMe(me.name);
+  $("who").textContent = `signed in as ${me.name}`;
+  $("login").hidden = true; $("app").hidden = false; $("logout").hidden = false;
+  await runs.load();
+  await show(route());
+  await refresh();
+  listen();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  setUnauthorizedHandler(showLogin);
+  $("login-form").addEventListener("submit", login);
+  $("logout").addEventListener("click", () => logout().catch(() => showLogin()));
+  startRouter(show);
+  setInterval(tickCountdowns, 1000);
+  start().catch(() => showLogin());
+});

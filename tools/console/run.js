@@ -1,0 +1,194 @@
+// A run's page: header (kind, status, times, actors, provenance), time travel (slider, "as of"
+// time, a banner while not live), the timeline and what changed since, the run's approvals
+// with every voter, the event history tab, and fork / re-drive for agent runs.
+
+import { $, api, confirmDialog, el, idNode, link, runHref, timeNode, when } from "./util.js";
+import { navigate } from "./router.js";
+import { renderEvents } from "./events.js";
+import { votersNode } from "./approvals.js";
+
+let current = null; // { runId, at, tab, focus, travel }
+let generation = 0; // the latest load wins: a live refresh never overwrites a later navigation
+
+function entryNode(e) {
+  const li = el("li");
+  li.dataset.status = e.status || "";
+  li.dataset.kind = e.kind;
+  li.dataset.seq = String(e.seq);
+  const head = el("div", null, "meta");
+  head.append(timeNode(e.at), el("span", ` · ${e.kind}${e.name ? " · " + e.name : ""}${e.status ? " · " + e.status : ""} · `),
+    link(`/ui/events/${e.seq}`, `seq ${e.seq}`));
+  li.append(head);
+  if (e.text) li.append(el("div", e.text, "text"));
+  if (e.detail && e.kind !== "permission") li.append(el("div", e.detail, "detail"));
+  return li;
+}
+
+function fact(list, label, value) {
+  const dt = el("dt", label);
+  const dd = el("dd");
+  if (value instanceof Node) dd.append(value); else dd.textContent = value ?? "";
+  list.append(dt, dd);
+}
+
+function headerNode(t) {
+  const h = t.header;
+  const dl = el("dl", null, "facts"); dl.id = "run-header";
+  fact(dl, "id", idNode(t.run_id));
+  fact(dl, "kind", h.kind === "agent" ? "agent run (controller)" : "broker run");
+  fact(dl, "status", t.status);
+  fact(dl, "started", timeNode(h.started_at));
+  fact(dl, "last activity", timeNode(h.last_activity));
+  fact(dl, "actors", h.actors.length ? h.actors.join(", ") : "—");
+  if (h.forked_from) {
+    const p = el("span", null, "provenance"); p.id = "forked-from";
+    p.append(el("span", "forked from "), link(runHref(h.forked_from.run_id, h.forked_from.fork_seq), h.forked_from.title || h.forked_from.run_id),
+      el("span", ` at seq ${h.forked_from.fork_seq}`));
+    fact(dl, "provenance", p);
+  }
+  if (h.forks.length) {
+    const p = el("span", null, "provenance"); p.id = "forks";
+    h.forks.forEach((f, i) => {
+      if (i) p.append(el("span", ", "));
+      p.append(link(runHref(f.run_id), `fork ${f.run_id.slice(0, 8)}`), el("span", ` @${f.fork_seq}`));
+    });
+    fact(dl, "forks", p);
+  }
+  return dl;
+}
+
+function travelNode(t) {
+  const bar = el("div", null, "travel"); bar.id = "travel";
+  const slider = el("input"); slider.type = "range"; slider.id = "slider"; slider.min = "0"; slider.step = "1";
+  slider.max = String(t.seqs.length - 1);
+  let index = t.seqs.length - 1;
+  for (let i = 0; i < t.seqs.length; i++) if (t.seqs[i] <= t.at) index = i;
+  slider.value = String(index);
+  slider.setAttribute("aria-label", "time travel over the run's events");
+  slider.addEventListener("input", () => { $("travel-where").textContent = `seq ${t.seqs[Number(slider.value)]} (release to travel)`; });
+  slider.addEventListener("change", () => travelTo(t.seqs[Number(slider.value)]));
+  const asOf = el("input"); asOf.type = "datetime-local"; asOf.id = "as-of"; asOf.step = "1";
+  asOf.setAttribute("aria-label", "as of");
+  asOf.addEventListener("change", () => { if (asOf.value) travelTo(new Date(asOf.value).toISOString()); });
+  const where = el("span", t.live ? `live · seq ${t.at}` : `seq ${t.at} · ${when(t.moment)}`, "meta nowrap");
+  where.id = "travel-where";
+  const live = el("button", "Live"); live.type = "button"; live.id = "travel-live";
+  live.addEventListener("click", () => navigate(runHref(t.run_id) + (current.tab === "events" ? "#events" : "")));
+  const label = el("label", "Time travel"); label.htmlFor = "slider";
+  const asLabel = el("label", "as of"); asLabel.htmlFor = "as-of";
+  bar.append(label, slider, asLabel, asOf, where, live);
+  return bar;
+}
+
+function travelTo(at) {
+  navigate(runHref(current.runId, at) + (current.tab === "events" ? "#events" : ""));
+}
+
+function sinceNode(t) {
+  const box = el("div"); box.id = "since";
+  const s = t.since;
+  if (t.live || (!s.added.length && !s.changed.length && !s.removed.length)) { box.hidden = true; return box; }
+  box.append(el("h3", `Changed since seq ${t.at}`));
+  const list = el("ol"); list.id = "since-list";
+  for (const e of s.added) { const n = entryNode(e); n.dataset.change = "added"; n.prepend(el("div", "added", "meta")); list.append(n); }
+  for (const c of s.changed) {
+    const n = entryNode(c.after); n.dataset.change = "changed";
+    n.prepend(el("div", `changed: ${c.fields.join(", ")} (was ${c.fields.map((f) => String(c.before[f] ?? "")).join(", ")})`, "meta"));
+    list.append(n);
+  }
+  for (const e of s.removed) { const n = entryNode(e); n.dataset.change = "removed"; n.prepend(el("div", "gone", "meta")); list.append(n); }
+  box.append(list);
+  return box;
+}
+
+function approvalsNode(t) {
+  const wrap = el("div");
+  wrap.append(el("h3", `Approvals of this run${t.live ? "" : " (as they were then)"}`));
+  const table = el("table"); table.id = "run-approvals";
+  const head = el("tr");
+  for (const h of ["approval", "tool", "risk", "status", "votes"]) head.append(el("th", h));
+  table.append(el("thead"), el("tbody")); table.tHead.append(head);
+  for (const a of t.approvals) {
+    const tr = el("tr"); tr.dataset.status = a.status; tr.dataset.approvalId = a.id;
+    const title = el("td"); title.append(link(`/ui/approvals/${encodeURIComponent(a.id)}`, a.title));
+    const quorum = a.quorum > 1 ? ` (${a.voters.filter((v) => v.decision === "approve").length} of ${a.quorum})` : "";
+    const votes = el("td"); votes.append(votersNode(a.voters));
+    tr.append(title, el("td", a.tool || a.kind), el("td", a.risk, "risk-" + a.risk), el("td", a.status + quorum, "nowrap"), votes);
+    table.tBodies[0].append(tr);
+  }
+  if (!t.approvals.length) wrap.append(el("p", "None.", "meta")); else wrap.append(table);
+  return wrap;
+}
+
+function forkButton(t) {
+  if (t.kind !== "agent") return el("span");
+  const button = el("button", `Fork at seq ${t.at}…`, "fork"); button.type = "button"; button.id = "fork";
+  button.addEventListener("click", () => fork(t).catch(() => {}));
+  return button;
+}
+
+async function fork(t) {
+  const extra = el("div", null, "fork-options");
+  const reason = el("input"); reason.id = "fork-reason"; reason.placeholder = "why (kept in the log)"; reason.maxLength = 500;
+  const redrive = el("input"); redrive.type = "checkbox"; redrive.id = "fork-redrive";
+  const r1 = el("label", "Reason "); r1.append(reason);
+  const r2 = el("label"); r2.append(redrive, el("span", " re-drive it now from the recording (its approvals wait for you in Pending approvals)"));
+  extra.append(r1, r2);
+  const ok = await confirmDialog(
+    `Fork “${t.header.title}” at seq ${t.at}: a new run is recorded whose history is this run's up to seq ${t.at}. ` +
+    "This run is not changed. The fork opens when it is recorded.", extra);
+  if (!ok) return;
+  const message = $("run-message");
+  try {
+    const res = await api(`/api/v1/runs/${encodeURIComponent(t.run_id)}/fork`, {
+      method: "POST", body: JSON.stringify({ at: t.at, reason: reason.value, redrive: redrive.checked }),
+    });
+    navigate(runHref(res.fork.run_id));
+  } catch (e) { message.textContent = `Could not fork: ${e.message}`; }
+}
+
+function tabsNode(t, tab) {
+  const nav = el("nav", null, "tabs");
+  const base = runHref(t.run_id, t.live ? null : t.at);
+  const a = link(base, "Timeline"); const b = link(base + "#events", "Event history");
+  a.id = "tab-timeline"; b.id = "tab-events";
+  (tab === "events" ? b : a).classList.add("active");
+  nav.append(a, b);
+  return nav;
+}
+
+function render(t, tab, focus, events) {
+  const panel = $("page-panel");
+  const title = el("h2", `${t.kind === "agent" ? "Agent run" : "Broker run"}: ${t.header.title}`); title.id = "run-title";
+  const banner = el("div", null, "banner"); banner.id = "not-live"; banner.hidden = t.live;
+  if (!t.live) {
+    const back = link(runHref(t.run_id) + (tab === "events" ? "#events" : ""), "back to live");
+    banner.append(el("span", `Not live: this is the run as it was at seq ${t.at} (${when(t.moment)}). `), back);
+  }
+  const message = el("p", "", "error"); message.id = "run-message"; message.setAttribute("role", "alert");
+  const body = el("div");
+  if (tab === "events") body.append(renderEvents(t, events, focus));
+  else {
+    const list = el("ol"); list.id = "timeline";
+    list.append(...t.entries.map(entryNode));
+    body.append(el("p", `status then: ${t.status}`, "meta"), list, sinceNode(t));
+  }
+  const tools = el("div", null, "toolbar"); tools.append(forkButton(t));
+  panel.replaceChildren(title, headerNode(t), banner, travelNode(t), tools, message, tabsNode(t, tab), body, approvalsNode(t));
+}
+
+export async function load(runId, at, tab = "timeline", focus = null, quiet = false) {
+  const mine = quiet ? generation : ++generation;
+  const q = at === null || at === undefined ? "" : `?at=${encodeURIComponent(at)}`;
+  const t = await api(`/api/v1/console/runs/${encodeURIComponent(runId)}/travel${q}`);
+  const events = tab === "events" ? await api(`/api/v1/console/runs/${encodeURIComponent(runId)}/events?limit=500`) : null;
+  if (mine !== generation || (quiet && current && current.runId !== runId)) return;
+  current = { runId, at: t.live ? null : t.at, tab, focus, travel: t };
+  render(t, tab, focus, events);
+}
+
+export function followLive() {
+  return current && current.at === null ? load(current.runId, null, current.tab, current.focus, true) : Promise.resolve();
+}
+
+export function clear() { current = null; }

@@ -1,0 +1,92 @@
+// Shared helpers: DOM building (text only, never HTML), the API client, times and ids.
+
+export const $ = (id) => document.getElementById(id);
+
+export class ApiError extends Error {
+  constructor(status, message, body) { super(message); this.status = status; this.body = body; }
+}
+
+let onUnauthorized = () => {};
+export function setUnauthorizedHandler(fn) { onUnauthorized = fn; }
+
+export async function api(path, options = {}) {
+  const init = { credentials: "same-origin", headers: { "Accept": "application/json" }, ...options };
+  if (init.method && init.method !== "GET") {
+    init.headers = { ...init.headers, "Content-Type": "application/json", "X-Flightlog-Request": "1" };
+  }
+  const response = await fetch(path, init);
+  showTamper(response.headers.get("Flightlog-Tamper"));
+  if (response.status === 401) { onUnauthorized(); throw new ApiError(401, "unauthorized", {}); }
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new ApiError(response.status, body.error || response.statusText, body);
+  return body;
+}
+
+// The server sends this header on every answer when the log it serves failed verification.
+export function showTamper(line) {
+  if (!line) return;
+  const banner = $("tamper");
+  banner.textContent = `TAMPERED LOG: ${line}. What this console shows may not be what happened.`;
+  banner.hidden = false;
+}
+
+export function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+
+export function link(href, text, cls) {
+  const a = el("a", text, cls);
+  a.href = href;
+  a.dataset.link = "";
+  return a;
+}
+
+// A time people can read: today's as 14:03:07, others with their date; the ISO value on hover.
+export function when(value) {
+  if (!value) return "";
+  const d = new Date(value);
+  const today = new Date().toDateString() === d.toDateString();
+  const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+  return today ? time : `${d.toLocaleDateString([], { year: "numeric", month: "short", day: "numeric" })} ${time}`;
+}
+
+export function timeNode(value) {
+  const t = el("time", when(value), "nowrap");
+  if (value) { t.dateTime = value; t.title = value; }
+  return t;
+}
+
+// An id shortened to its first 8 characters, with a button that copies the whole of it.
+export function idNode(id, href) {
+  const wrap = el("span", null, "id");
+  const text = id.length > 12 ? id.slice(0, 8) + "…" : id;
+  const label = href ? link(href, text) : el("code", text);
+  label.title = id;
+  const copy = el("button", "copy", "copy");
+  copy.type = "button";
+  copy.title = `copy ${id}`;
+  copy.addEventListener("click", (event) => {
+    event.stopPropagation();
+    navigator.clipboard?.writeText(id).then(() => { copy.textContent = "copied"; }, () => { copy.textContent = "select"; });
+  });
+  wrap.append(label, copy);
+  return wrap;
+}
+
+export function confirmDialog(text, extra) {
+  return new Promise((resolve) => {
+    const dialog = $("confirm");
+    $("confirm-text").textContent = text;
+    $("confirm-extra").replaceChildren(...(extra ? [extra] : []));
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.showModal();
+  });
+}
+
+export function runHref(runId, at) {
+  const base = `/ui/runs/${encodeURIComponent(runId)}`;
+  return at === undefined || at === null ? base : `${base}?at=${at}`;
+}
