@@ -32,9 +32,9 @@ def test_no_script_writes_html(script):
 
 
 def test_every_element_gets_its_text_through_text_content():
-    source = (CONSOLE / "app.js").read_text()
+    source = "\n".join(script.read_text() for script in SCRIPTS)
     builder = re.search(r"function el\(tag, text, cls\) \{(.*?)\n\}", source, re.DOTALL)
-    assert builder is not None, "app.js builds its nodes with el(tag, text, cls)"
+    assert builder is not None, "the console builds its nodes with el(tag, text, cls)"
     assert "node.textContent = String(text)" in builder.group(1)
     # Run data reaches the page through el() or textContent, never through an attribute
     # that a browser would run (on*=) or load (href/src) from it.

@@ -86,7 +86,7 @@ def test_the_sidecar_flow_byte_for_byte(server):
         status, body = agent.post("/permission", {**creds, "request_id": "perm-1", "behavior": "allow"})
         assert status == 403
         assert "only an operator decides" in orjson.loads(body)["error"]
-        assert agent.post("/poll-control", creds) == (200, b"[]\n")
+        assert agent.post("/poll-control", creds) == (200, b"null\n")
         # ... the operator does, and the agent hears it on its next poll.
         (pending,) = server.client.get("/api/v1/approvals", headers=OPERATOR).json()["approvals"]
         decided = server.client.post(
@@ -115,7 +115,7 @@ def test_the_attacks_of_the_issue_are_refused_by_the_server(server):
                   "type": "permission_decision", "payload": {"request_id": "p"}}  # fmt: skip
         status, body = mallory.post("/send", forged)
         assert (status, "only an operator sends it" in orjson.loads(body)["error"]) == (403, True)
-        assert agent.post("/poll-control", {"run_id": "deployer", "token": deployer}) == (200, b"[]\n")
+        assert agent.post("/poll-control", {"run_id": "deployer", "token": deployer}) == (200, b"null\n")
     finally:
         agent.close()
         mallory.close()

@@ -1,5 +1,6 @@
 """The wheel carries every module and the console's files: built, installed fresh, imported."""
 
+import os
 import pathlib
 import site
 import subprocess
@@ -31,6 +32,8 @@ print("imported from the wheel")
 
 @pytest.mark.slow
 def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
+    # Nothing of the checkout may be on the path (pip would take its metadata for an install).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), str(ROOT)],
@@ -43,6 +46,7 @@ def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
     python = env_dir / "bin" / "python"
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", str(wheel)],
+        env=env,
         check=True,
         timeout=300,
     )
@@ -54,6 +58,7 @@ def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
     run = subprocess.run(
         [str(python), "-c", IMPORT_ALL.format(packages=PACKAGES)],
         cwd=tmp_path,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -62,6 +67,7 @@ def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
     assert "imported from the wheel" in run.stdout
     cli = subprocess.run(
         [str(env_dir / "bin" / "flightlog"), "--help"],
+        env=env,
         cwd=tmp_path,
         capture_output=True,
         text=True,
