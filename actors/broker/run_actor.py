@@ -24,14 +24,25 @@ class Take:
 
 
 class RunActor(AggregateActor[RunState]):
-    """A run's actor; `seen[id]` is the version it has reached, for the follower to read."""
+    """A run's actor; `seen[id]` is the version it has reached, for the follower to read.
+
+    `waited_on(id)` says whether something in this process waits for the run (a long poll):
+    such an actor is not idle, so passivation spares it.
+    """
 
     def __init__(
-        self, log: EventLog, clock: Clock, id: str, on_queued: Callable[[str], object], seen: dict[str, int]
+        self,
+        log: EventLog,
+        clock: Clock,
+        id: str,
+        on_queued: Callable[[str], object],
+        seen: dict[str, int],
+        waited_on: Callable[[str], bool] = lambda id: False,
     ) -> None:
         super().__init__(log, clock, RUNS, id)
         self._on_queued = on_queued
         self._seen = seen
+        self._waited_on = waited_on
 
     @staticmethod
     def _create_future() -> pykka.Future[Any]:
@@ -68,6 +79,9 @@ class RunActor(AggregateActor[RunState]):
         self._seen[self.id] = self.version
         if any(r.type == "ControlQueued" for r in records):
             self._on_queued(self.id)
+
+    def is_idle(self) -> bool:
+        return not self._waited_on(self.id)  # a long poll waiting keeps the actor
 
     def on_stop(self) -> None:
         self._seen.pop(self.id, None)
