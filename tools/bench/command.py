@@ -16,6 +16,7 @@ def bench() -> None:
     Example:
       flightlog bench log --quick
       flightlog bench approvals --json > approvals.json
+      flightlog bench soak --quick
     """
 
 
@@ -24,9 +25,11 @@ def register(cli: click.Group) -> None:
     from .broker import bench_broker
     from .log import bench_log
     from .replay import bench_replay
+    from .soak import bench_soak
 
     bench.add_command(bench_log)
     bench.add_command(bench_approvals)
     bench.add_command(bench_replay)
     bench.add_command(bench_broker)
+    bench.add_command(bench_soak)
     cli.add_command(bench)

@@ -87,6 +87,13 @@ def _operator_token_digest() -> str:
     "--approval-timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True)
 )
 @click.option(
+    "--idle-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds an unused run or approval keeps its actor (a thread); it refolds when next used.",
+)
+@click.option(
     "--queue-limit",
     type=click.IntRange(1),
     help="Undelivered control messages a run may hold; a push past it gets 429 (default: 1000).",
@@ -105,6 +112,7 @@ def serve_cmd(
     host: str,
     port: int,
     approval_timeout: float,
+    idle_timeout: float,
     queue_limit: int | None,
     access_log: bool,
     log_level: str,
@@ -132,7 +140,7 @@ def serve_cmd(
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        system = System.open(db, approval_timeout=approval_timeout)
+        system = System.open(db, approval_timeout=approval_timeout, idle_timeout=idle_timeout)
         if queue_limit is not None:
             system.broker.queue_limit = queue_limit
         try:
