@@ -65,7 +65,9 @@ class System:
         idle_timeout: float | None = IDLE_TIMEOUT,
     ) -> None:
         if idle_timeout is not None and not idle_timeout > 0:
-            raise ValueError(f"idle_timeout must be a positive number of seconds or None, not {idle_timeout!r}")
+            raise ValueError(
+                f"idle_timeout must be a positive number of seconds or None, not {idle_timeout!r}"
+            )
         self.log = log
         self.clock: Clock = clock or log.clock or SystemClock()
         self._owns_log = owns_log

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import datetime
 from collections.abc import Callable
+from datetime import datetime
 from typing import Final
 
 import orjson

@@ -29,7 +29,15 @@ def test_two_thousand_strangers_start_no_thread(client, register, system):
     register("real")
     client.post("/heartbeat", json={"run_id": "ghost-warm-up", "token": "nope"})  # the pool's workers
     threads, before = threading.active_count(), head(system)
-    paths = ["/heartbeat", "/report", "/finish", "/reply", "/poll-control", "/permission_request", "/permission"]
+    paths = [
+        "/heartbeat",
+        "/report",
+        "/finish",
+        "/reply",
+        "/poll-control",
+        "/permission_request",
+        "/permission",
+    ]
     for i in range(2000):
         body = {"run_id": f"ghost-{uuid.uuid4()}", "token": "nope", "request_id": "x", "to": "y"}
         assert client.post(paths[i % len(paths)], json=body).status_code == 401

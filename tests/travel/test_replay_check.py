@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +70,9 @@ def test_snapshots_of_other_versions_are_skipped_not_compared(db, open_db):
     assert report.ok
     assert report.compared["run_registry"] == 0
     [skipped] = report.skipped  # how many were stored depends on the rows' size
-    assert re.fullmatch(rf"[1-9]\d* snapshot\(s\) of run_registry v{stored} \(the code has v{stored + 1}\)", skipped)
+    assert re.fullmatch(
+        rf"[1-9]\d* snapshot\(s\) of run_registry v{stored} \(the code has v{stored + 1}\)", skipped
+    )
 
 
 def test_the_cli_exits_1_on_a_difference_and_0_when_all_agree(db, open_db, monkeypatch):

@@ -29,7 +29,7 @@ from rich.table import Table
 from .._output import console, emit_json, targets_table, temp_dir_option, with_status
 from . import log_workloads as w
 from .broker_client import Agent, Connection, ServerProcess
-from .soak_polls import long_polls, strangers
+from .soak_polls import long_polls, server_stats, strangers
 
 SLOPE_TARGET = 0.2  # MiB of RSS per 10k events after the warm-up, at most
 RSS_TARGET = 150.0  # MiB of RSS after the full run's events, at most
@@ -65,18 +65,6 @@ MIX = (
 )
 
 
-def server_stats(pid: int) -> tuple[float, int]:
-    """(RSS in MiB, thread count) of a process, from /proc."""
-    rss, threads = 0.0, 0
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) / 1024
-            elif line.startswith("Threads:"):
-                threads = int(line.split()[1])
-    return rss, threads
-
-
 def log_events(path: str) -> int:
     """The log's head seq, read from the file by a read-only connection of our own."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
@@ -97,7 +85,12 @@ class Traffic:
         self._lock = threading.Lock()
 
     def report(self, a: Agent, n: int) -> None:
-        body = {"run_id": a.run_id, "token": a.token, "state": "working", "payload": {"tool": "shell", "n": n}}
+        body = {
+            "run_id": a.run_id,
+            "token": a.token,
+            "state": "working",
+            "payload": {"tool": "shell", "n": n},
+        }
         a.conn.call("/report", body)
 
     def heartbeat(self, a: Agent, n: int) -> None:
@@ -115,7 +108,9 @@ class Traffic:
     def permission(self, a: Agent, n: int) -> None:
         request = {"run_id": a.run_id, "token": a.token, "request_id": f"p{n}", "tool_name": "bash"}
         a.conn.call("/permission_request", {**request, "description": "ls", "input_preview": "ls"})
-        a.conn.call("/permission", {"run_id": a.run_id, "token": a.token, "request_id": f"p{n}", "behavior": "allow"})
+        a.conn.call(
+            "/permission", {"run_id": a.run_id, "token": a.token, "request_id": f"p{n}", "behavior": "allow"}
+        )
 
     def finish(self, a: Agent, n: int) -> None:
         body = {"run_id": a.run_id, "token": a.token, "status": "done", "summary": f"step {n}"}
@@ -295,7 +290,8 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
                 "pass": last["rss_mib"] <= RSS_TARGET,
             },
             "polls": {
-                "label": f"of {sizes.polls:,} concurrent long polls, answered within {polls['timeout_s']:g} s + 0.2 s",
+                "label": f"of {sizes.polls:,} concurrent long polls, answered within "
+                f"{polls['timeout_s']:g} s + 0.2 s",
                 "value": within,
                 "target": sizes.polls,
                 "at_most": False,
@@ -310,7 +306,10 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
             },
         },
         "settings": {
-            **{k: getattr(sizes, k) for k in ("events", "runs", "agents", "samples", "warm_up", "polls", "strangers")},
+            **{
+                k: getattr(sizes, k)
+                for k in ("events", "runs", "agents", "samples", "warm_up", "polls", "strangers")
+            },
             "mix": {name: weight for weight, name in MIX},
             "synchronous": w.SYNC,
             "cpus": os.cpu_count(),
@@ -321,15 +320,24 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
 
 def _report(result: dict[str, Any]) -> None:
     fig, st = result["figures"], result["settings"]
-    table = Table(title=f"flightlog bench soak ({st['events']:,} events, {st['runs']} runs, {st['agents']} agents)")
+    table = Table(
+        title=f"flightlog bench soak ({st['events']:,} events, {st['runs']} runs, {st['agents']} agents)"
+    )
     for name in ("events", "requests", "seconds", "RSS (MiB)", "threads"):
         table.add_column(name, justify="right")
     for r in result["readings"]:
-        table.add_row(f"{r['events']:,}", f"{r['requests']:,}", f"{r['seconds']:.1f}", f"{r['rss_mib']:.1f}", str(r["threads"]))
+        table.add_row(
+            f"{r['events']:,}",
+            f"{r['requests']:,}",
+            f"{r['seconds']:.1f}",
+            f"{r['rss_mib']:.1f}",
+            str(r["threads"]),
+        )
     console.print(table)
     console.print(
-        f"RSS {fig['rss.start_mib']:.1f} MiB at start (runs registered), {fig['rss.end_mib']:.1f} MiB at the end; "
-        f"slope after the first {st['warm_up']:.0%} of events: {fig['rss.slope_mib_per_10k']:.3f} MiB per 10k events; "
+        f"RSS {fig['rss.start_mib']:.1f} MiB at start (runs registered), "
+        f"{fig['rss.end_mib']:.1f} MiB at the end; slope after the first {st['warm_up']:.0%} of events: "
+        f"{fig['rss.slope_mib_per_10k']:.3f} MiB per 10k events; "
         f"{fig['new_runs']} new runs registered on the way. Long polls: p50 {fig['polls.p50_s']:.3f} s, "
         f"max {fig['polls.max_s']:.3f} s, {fig['polls.answered']} answered.",
         soft_wrap=True,
@@ -345,7 +353,9 @@ def _report(result: dict[str, Any]) -> None:
 
 @click.command("soak")
 @click.option("--quick", is_flag=True, help="A smaller run (20k events) for CI.")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures, readings and targets as one JSON object.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the figures, readings and targets as one JSON object."
+)
 @click.option("--events", type=click.IntRange(1000), help="Stop once the log holds this many events.")
 @click.option("--runs", type=click.IntRange(1, 10_000), help="The fixed set of runs the agents share.")
 @click.option("--agents", type=click.IntRange(1, 256), help="Concurrent agents (connections).")

@@ -28,10 +28,20 @@ POLL_SLACK = 0.2  # ... and how late an answer may be
 CLIENTS = 4  # connections sending the strangers' requests
 
 
+def server_stats(pid: int) -> tuple[float, int]:
+    """(RSS in MiB, thread count) of a process, from /proc."""
+    rss, threads = 0.0, 0
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) / 1024
+            elif line.startswith("Threads:"):
+                threads = int(line.split()[1])
+    return rss, threads
+
+
 def strangers(port: int, pid: int, count: int) -> dict[str, int]:
     """Send `count` refused requests naming unknown runs; how many threads the server gained."""
-    from .soak import server_stats
-
     before = server_stats(pid)[1]
     errors: list[BaseException] = []
 
@@ -112,11 +122,13 @@ async def _poll_all(port: int, tokens: dict[str, str]) -> list[float | None]:
     requests = []
     for run_id, token in tokens.items():
         body = orjson.dumps({"run_id": run_id, "token": token})
-        head = f"POST /poll-control HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        head = "POST /poll-control HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         requests.append(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
     gate = asyncio.Event()
 
-    async def poll(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> float | None:
+    async def poll(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+    ) -> float | None:
         await gate.wait()
         started = time.perf_counter()
         writer.write(request)
