@@ -360,6 +360,7 @@ def _report(result: dict[str, Any]) -> None:
 @click.option("--runs", type=click.IntRange(1, 10_000), help="The fixed set of runs the agents share.")
 @click.option("--agents", type=click.IntRange(1, 256), help="Concurrent agents (connections).")
 @click.option("--polls", type=click.IntRange(1, 5000), help="Long polls held at once in the poll check.")
+@click.option("--strangers", type=click.IntRange(1), help="Requests naming unknown runs in that check.")
 @temp_dir_option
 def bench_soak(
     quick: bool,
@@ -368,6 +369,7 @@ def bench_soak(
     runs: int | None,
     agents: int | None,
     polls: int | None,
+    strangers: int | None,
     parent: str | None,
 ) -> None:
     """A server under mixed traffic: RSS and threads as the log grows, the RSS slope per 10k events.
@@ -390,6 +392,7 @@ def bench_soak(
         runs=runs or sizes.runs,
         agents=agents or sizes.agents,
         polls=polls or sizes.polls,
+        strangers=strangers or sizes.strangers,
     )
     result = with_status("bench soak", lambda update: run(sizes, parent, update))
     if as_json:
