@@ -15,6 +15,7 @@ import resource
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -58,14 +59,19 @@ def strangers(port: int, pid: int, count: int) -> dict[str, int]:
         finally:
             conn.close()
 
+    _in_clients(client)
+    if errors:
+        raise errors[0]
+    return {"threads_added": server_stats(pid)[1] - before}
+
+
+def _in_clients(client: Callable[[int], None]) -> None:
+    """Run `client(k)` for k in range(CLIENTS), each on its own thread, and wait for them all."""
     threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(CLIENTS)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(WAIT * 10)
-    if errors:
-        raise errors[0]
-    return {"threads_added": server_stats(pid)[1] - before}
 
 
 def long_polls(port: int, count: int) -> dict[str, Any]:
@@ -98,11 +104,7 @@ def _register(port: int, run_ids: list[str]) -> dict[str, str]:
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(CLIENTS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT * 10)
+    _in_clients(client)
     if len(tokens) != len(run_ids):
         raise click.ClickException(f"only {len(tokens)} of {len(run_ids)} poller runs registered")
     return tokens

@@ -122,12 +122,7 @@ class BrokerRoutes:
         """
         raw = await read_body(request)
         body = parse_object(raw)
-        run_id = string_field(body, "run_id")
-        token = string_field(body, "token")
-        if not run_id or not token:
-            raise WireError(401, "unauthorized: missing run_id or token")
-        if not await self.admits(run_id):
-            raise WireError(401, "unauthorized")
+        run_id, token = await self.admitted(body)
         try:
             write = build(body, raw)
         except WireError:
@@ -137,6 +132,16 @@ class BrokerRoutes:
         authorized, _ = await answer(lambda done: self.broker.call_as_run(run_id, token, write, done))
         if not authorized:
             raise WireError(401, "unauthorized")
+
+    async def admitted(self, body: Body) -> tuple[str, str]:
+        """(run id, token) of the body, refused with 401 when missing or when the run is unknown."""
+        run_id = string_field(body, "run_id")
+        token = string_field(body, "token")
+        if not run_id or not token:
+            raise WireError(401, "unauthorized: missing run_id or token")
+        if not await self.admits(run_id):
+            raise WireError(401, "unauthorized")
+        return run_id, token
 
     async def admits(self, run_id: str) -> bool:
         """Whether `run_id` may name a run: from the live actor or views on the loop, else in a thread.
@@ -193,13 +198,7 @@ class BrokerRoutes:
     async def poll_control(self, request: Request) -> Response:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.poll_timeout  # from the request's arrival
-        body = parse_object(await read_body(request))
-        run_id = string_field(body, "run_id")
-        token = string_field(body, "token")
-        if not run_id or not token:
-            raise WireError(401, "unauthorized: missing run_id or token")
-        if not await self.admits(run_id):
-            raise WireError(401, "unauthorized")
+        run_id, token = await self.admitted(parse_object(await read_body(request)))
         woke = asyncio.Event()
 
         def on_queued() -> None:
