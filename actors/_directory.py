@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pykka
+
+from eventlog import Clock, SystemClock
 
 from ._aggregate import Passivate
 
@@ -18,17 +21,23 @@ ASK_TIMEOUT = 120.0
 class Directory:
     """Actors by id, started on first use; a log with a million streams keeps only the live ones.
 
-    `passivate()` stops every actor that says it is idle; the next use
-    starts it again, and it refolds its stream: the log is the state, the actor a cache.
+    Each use (`ref`, `ask`) notes the time on `clock`. `passivate(idle_since)` stops every
+    actor unused since then that says it is idle (all of them without `idle_since`); the
+    next use starts it again, and it refolds its stream: the log is the state, the actor a
+    cache. The stop requests are made outside the directory's lock, so a sweep of many
+    actors never holds up a request for another.
     """
 
-    def __init__(self, start: Callable[[str], pykka.ActorRef[Any]]) -> None:
+    def __init__(self, start: Callable[[str], pykka.ActorRef[Any]], clock: Clock | None = None) -> None:
         self._start = start
+        self._clock: Clock = clock or SystemClock()
         self._refs: dict[str, pykka.ActorRef[Any]] = {}
+        self._used: dict[str, datetime] = {}
         self._lock = threading.Lock()
         self._closed = False
 
     def ref(self, id: str) -> pykka.ActorRef[Any]:
+        now = self._clock.now()
         with self._lock:
             if self._closed:
                 raise RuntimeError("the directory is closed")
@@ -36,12 +45,21 @@ class Directory:
             if ref is None or not ref.is_alive():
                 ref = self._start(id)
                 self._refs[id] = ref
+            self._used[id] = now
             return ref
 
     def peek(self, id: str) -> pykka.ActorRef[Any] | None:
+        """The running actor for `id`, or None; starts nothing and does not count as a use."""
         with self._lock:
             ref = self._refs.get(id)
             return ref if ref is not None and ref.is_alive() else None
+
+    def forget(self, id: str, ref: pykka.ActorRef[Any]) -> None:
+        """Drop `ref` (an actor that refused a message: it is stopping) unless `id` moved on."""
+        with self._lock:
+            if self._refs.get(id) is ref:
+                del self._refs[id]
+                self._used.pop(id, None)
 
     def ask(self, id: str, message: object) -> Any:
         """Ask the actor for `id`, starting it if needed (and again if it was just passivated)."""
@@ -50,7 +68,7 @@ class Directory:
             try:
                 return ref.ask(message, timeout=ASK_TIMEOUT)
             except pykka.ActorDeadError:
-                continue
+                self.forget(id, ref)
         return self.ref(id).ask(message, timeout=ASK_TIMEOUT)
 
     def tell_if_running(self, id: str, message: object) -> None:
@@ -69,24 +87,36 @@ class Directory:
         with self._lock:
             return list(self._refs)
 
-    def passivate(self) -> int:
-        """Stop every idle actor; return how many were stopped."""
-        stopped = 0
+    def passivate(self, idle_since: datetime | None = None) -> int:
+        """Stop every idle actor (unused since `idle_since`, if given); return how many stopped."""
         with self._lock:
-            for id, ref in list(self._refs.items()):
-                try:
-                    gone = ref.ask(Passivate(), timeout=ASK_TIMEOUT)
-                except pykka.ActorDeadError:
-                    gone = True
-                if gone:
-                    del self._refs[id]
-                    stopped += 1
+            candidates = [
+                (id, ref)
+                for id, ref in self._refs.items()
+                if idle_since is None or self._used.get(id, idle_since) <= idle_since
+            ]
+        asked: list[tuple[str, pykka.ActorRef[Any], pykka.Future[Any] | None]] = []
+        for id, ref in candidates:
+            try:
+                asked.append((id, ref, ref.ask(Passivate(), block=False)))
+            except pykka.ActorDeadError:
+                asked.append((id, ref, None))
+        stopped = 0
+        for id, ref, future in asked:
+            try:
+                gone = True if future is None else future.get(timeout=ASK_TIMEOUT)
+            except pykka.ActorDeadError:
+                gone = True
+            if gone:
+                self.forget(id, ref)
+                stopped += 1
         return stopped
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             refs, self._refs = list(self._refs.values()), {}
+            self._used.clear()
         for ref in refs:
             try:
                 ref.stop(timeout=ASK_TIMEOUT)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -31,6 +32,11 @@ from .sessions import HarnessSource, Projects, Sessions, StrPath, ToolOverrides
 SCHEDULER_MAX_WAIT = 1.0
 # Seconds the follower waits before reading again after the database failed a read.
 FOLLOW_RETRY = 0.2
+# Seconds an actor may go unused before it is passivated (its thread stopped), by default.
+IDLE_TIMEOUT = 60.0
+# Idle actors are looked for this many times per idle period: one is stopped after between
+# 1 and 1 + 1/IDLE_SWEEPS idle periods unused.
+IDLE_SWEEPS = 4
 
 
 class System:
@@ -39,6 +45,10 @@ class System:
     Threads: one follower (reads every commit, from this process or another, into the views
     and the actors that cache the affected streams) and one scheduler (fires deadlines with
     `tick()`); plus one thread per live actor. `close()` stops them in reverse order.
+
+    Actors start on demand and are passivated by `tick()` once unused for `idle_timeout`
+    seconds of `clock` time (None: never), unless something in this process waits on them
+    (a long poll, a blocking approval request); the next use refolds the stream.
     """
 
     def __init__(
@@ -53,13 +63,20 @@ class System:
         session_harness: HarnessSource | None = None,
         workspace: StrPath | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+        idle_timeout: float | None = IDLE_TIMEOUT,
     ) -> None:
+        if idle_timeout is not None and not idle_timeout > 0:
+            raise ValueError(
+                f"idle_timeout must be a positive number of seconds or None, not {idle_timeout!r}"
+            )
         self.log = log
         self.clock: Clock = clock or log.clock or SystemClock()
         self._owns_log = owns_log
         self._closed = threading.Event()
         self.views = Views(log, clock=self.clock)
-        self._approval_actors = Directory(lambda id: ApprovalActor.start(log, self.clock, id))
+        self._approval_actors = Directory(lambda id: ApprovalActor.start(log, self.clock, id), self.clock)
+        self.idle_timeout = idle_timeout
+        self._next_sweep = self.clock.now()
         self.approvals = ApprovalQueue(
             self._approval_actors, self.views, self.clock, timeout=approval_timeout, quorum=quorum
         )
@@ -95,13 +112,15 @@ class System:
         session_harness: HarnessSource | None = None,
         workspace: StrPath | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+        idle_timeout: float | None = IDLE_TIMEOUT,
         **log_options: Any,
     ) -> System:
         """Open a System on a database path, ":memory:", a "postgresql://" URL, or an open log.
 
         `session_harness` runs the turns of `system.sessions` (a Harness, or a factory of one
         per session); `workspace` is the directory under which projects live; `ask_timeout`
-        is how many seconds an ask between runs waits for its reply.
+        is how many seconds an ask between runs waits for its reply; `idle_timeout` is how
+        long an unused actor keeps its thread (seconds, None: until closed).
         """
         if isinstance(target, EventLog):
             return cls(
@@ -113,6 +132,7 @@ class System:
                 session_harness=session_harness,
                 workspace=workspace,
                 ask_timeout=ask_timeout,
+                idle_timeout=idle_timeout,
             )
         log = open_log(target, clock=clock, **log_options)
         try:
@@ -126,6 +146,7 @@ class System:
                 session_harness=session_harness,
                 workspace=workspace,
                 ask_timeout=ask_timeout,
+                idle_timeout=idle_timeout,
             )
         except BaseException:
             log.close()
@@ -240,15 +261,28 @@ class System:
         return ctrl
 
     def tick(self) -> int:
-        """Fire whatever is due now (approval deadlines); return how many fired."""
+        """Fire whatever is due now (approval deadlines), passivate actors idle for long enough.
+
+        Returns how many deadlines fired.
+        """
         if self._closed.is_set():
             return 0
-        return self.approvals.tick() + self.broker.tick()
+        fired = self.approvals.tick() + self.broker.tick()
+        if self.idle_timeout is not None:
+            now = self.clock.now()
+            if now >= self._next_sweep:
+                self._next_sweep = now + timedelta(seconds=self.idle_timeout / IDLE_SWEEPS)
+                self.passivate(now - timedelta(seconds=self.idle_timeout))
+        return fired
 
-    def passivate(self) -> int:
-        """Stop every idle actor (they refold from the log when next used); return how many."""
-        stopped = self.sessions.passivate() + self.projects.passivate() + self.tool_overrides.passivate()
-        return stopped + self._approval_actors.passivate() + self.broker.passivate()
+    def passivate(self, idle_since: datetime | None = None) -> int:
+        """Stop every idle actor (unused since `idle_since`, if given); return how many.
+
+        They refold from the log when next used.
+        """
+        stopped = self.sessions.passivate(idle_since) + self.projects.passivate(idle_since)
+        stopped += self.tool_overrides.passivate(idle_since) + self._approval_actors.passivate(idle_since)
+        return stopped + self.broker.passivate(idle_since)
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -146,6 +146,15 @@ class ApprovalActor(AggregateActor[ApprovalState]):
     def is_idle(self) -> bool:
         return not (self.waiters or self.resolving or self.recording_here)
 
+    def on_receive(self, message: Any) -> Any:
+        reply = super().on_receive(message)
+        if not self.stopping and self.state.status in (DECIDED, DISCARDED) and self.is_idle():
+            # The outcome is final and nothing here waits on it: rather than keep a thread for
+            # the idle period, stop now (the directory starts a fresh actor for a late caller).
+            self.stopping = True
+            self.stop()
+        return reply
+
     def on_stop(self) -> None:
         # Only System.close() stops an actor with waiters (passivation spares it): the requests
         # hear so rather than block forever. The approval stays open in the log for a restart.

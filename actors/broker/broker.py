@@ -97,7 +97,12 @@ class Broker:
         self._seen: dict[str, int] = {}
         self.conversations = Conversations(self, ask_timeout)
         asked = self.conversations.subscribers.signal
-        self._dir = Directory(lambda id: RunActor.start(log, clock, id, self._signal, self._seen, asked))
+        self._dir = Directory(
+            lambda id: RunActor.start(
+                log, clock, id, self._signal, self._seen, on_asked=asked, waited_on=self.has_waiters
+            ),
+            clock,
+        )
         self._issued: dict[str, str] = {}  # run id -> raw token, for tokens issued here
         self._lock = threading.Lock()
         self._listeners: dict[str, set[Callable[[], object]]] = {}
@@ -136,6 +141,21 @@ class Broker:
         token = token or make_token()
         self._exec(run_id, RegisterRun(token_digest(token), over_http=True, exclusive=True))
         return token
+
+    def admits(self, run_id: str, *, catch_up: bool = True) -> bool:
+        """Whether `run_id` may name a registered run, so that asking its actor is worth starting one.
+
+        True when its actor is running or the live run registry holds it; otherwise, unless
+        `catch_up` is False, after the registry caught up with the log (a run another process
+        registered is found). A refused or unknown id thus starts no actor.
+        """
+        if not _storable(run_id):
+            return False
+        if self._dir.peek(run_id) is not None:
+            return True
+        if self.views.runner.read_state("run_registry", lambda rows: run_id in rows):
+            return True
+        return catch_up and self.views.run(run_id) is not None
 
     def authenticate(self, run_id: str, token: str) -> bool:
         """Whether `token` is the run's token (digest to digest, in constant time)."""
@@ -213,7 +233,7 @@ class Broker:
 
     def take_control(self, run_id: str) -> list[ControlMessage]:
         """Drain the run's whole queue, oldest first (a ControlDelivered event records it)."""
-        if not _storable(run_id):
+        if not self.admits(run_id):
             raise RunNotFoundError(run_id)
         taken: list[ControlMessage] = self._dir.ask(run_id, Take())
         return taken
@@ -238,7 +258,10 @@ class Broker:
             unsubscribe()
 
     def on_control(self, run_id: str, fn: Callable[[], object]) -> Callable[[], None]:
-        """Call `fn()` whenever a control message is queued for the run; returns unsubscribe."""
+        """Call `fn()` whenever a control message is queued for the run; returns unsubscribe.
+
+        A run with such a listener (a long poll waiting) keeps its actor: it is not passivated.
+        """
         with self._lock:
             self._listeners.setdefault(run_id, set()).add(fn)
 
@@ -251,6 +274,10 @@ class Broker:
                         del self._listeners[run_id]
 
         return unsubscribe
+
+    def has_waiters(self, run_id: str) -> bool:
+        """Whether anything in this process waits for the run's control messages."""
+        return run_id in self._listeners
 
     def _signal(self, run_id: str) -> None:
         with self._lock:
@@ -322,10 +349,19 @@ class Broker:
             command = RecordReply(write.to, write.payload)
         else:
             command = Heartbeat()
-        if not token or not _storable(run_id):
+        return self._call_as_run(run_id, token, Execute(command, {"actor": f"run:{run_id}"}), done)
+
+    def call_take_as_run(self, run_id: str, token: str, done: Callable[[], object]) -> RunCall:
+        """Start draining `run_id`'s queue checked against its `token`, without blocking.
+
+        As `call_as_run`: the result is `(authorized, messages taken)`, oldest first.
+        """
+        return self._call_as_run(run_id, token, Take(), done)
+
+    def _call_as_run(self, run_id: str, token: str, message: object, done: Callable[[], object]) -> RunCall:
+        if not token or not self.admits(run_id):
             return RunCall(self._dir, run_id, None, done, (False, None))
-        message = AsRun(token_digest(token), Execute(command, {"actor": f"run:{run_id}"}))
-        return RunCall(self._dir, run_id, message, done)
+        return RunCall(self._dir, run_id, AsRun(token_digest(token), message), done)
 
     def finish(self, finish: Finish) -> None:
         self._exec(
@@ -429,7 +465,7 @@ class Broker:
         return self._exec(run_id, command)
 
     def _state(self, run_id: str) -> RunState:
-        if not _storable(run_id):
+        if not self.admits(run_id):
             return RunState(run_id)
         state: RunState = self._dir.ask(run_id, GetState())
         return state
@@ -440,6 +476,11 @@ class Broker:
             # decider would for a run that does not exist.
             if isinstance(command, RegisterRun):
                 raise BrokerError(f"invalid run id: at most {MAX_RUN_ID_LENGTH} characters")
+            if isinstance(command, DeleteRun):
+                return RunState(run_id), []
+            raise RunNotFoundError(run_id)
+        if not isinstance(command, RegisterRun) and not self.admits(run_id):
+            # No such run: answer as its decider would, without starting an actor for it.
             if isinstance(command, DeleteRun):
                 return RunState(run_id), []
             raise RunNotFoundError(run_id)
@@ -457,8 +498,9 @@ class Broker:
         elif record.type.startswith("Ask"):
             self.conversations.subscribers.signal(record.stream_id)
 
-    def passivate(self) -> int:
-        return self._dir.passivate()
+    def passivate(self, idle_since: datetime | None = None) -> int:
+        """Stop the idle run actors (unused since `idle_since`, if given); return how many."""
+        return self._dir.passivate(idle_since)
 
     def close(self) -> None:
         self._dir.close()

@@ -24,7 +24,11 @@ class Take:
 
 
 class RunActor(AggregateActor[RunState]):
-    """A run's actor; `seen[id]` is the version it has reached, for the follower to read."""
+    """A run's actor; `seen[id]` is the version it has reached, for the follower to read.
+
+    `waited_on(id)` says whether something in this process waits for the run (a long poll):
+    such an actor is not idle, so passivation spares it.
+    """
 
     def __init__(
         self,
@@ -34,11 +38,13 @@ class RunActor(AggregateActor[RunState]):
         on_queued: Callable[[str], object],
         seen: dict[str, int],
         on_asked: Callable[[str], object] | None = None,
+        waited_on: Callable[[str], bool] = lambda id: False,
     ) -> None:
         super().__init__(log, clock, RUNS, id)
         self._on_queued = on_queued
         self._on_asked = on_asked
         self._seen = seen
+        self._waited_on = waited_on
 
     @staticmethod
     def _create_future() -> pykka.Future[Any]:
@@ -77,6 +83,9 @@ class RunActor(AggregateActor[RunState]):
             self._on_queued(self.id)
         if self._on_asked is not None and any(r.type.startswith("Ask") for r in records):
             self._on_asked(self.id)
+
+    def is_idle(self) -> bool:
+        return not self._waited_on(self.id)  # a long poll waiting keeps the actor
 
     def on_stop(self) -> None:
         self._seen.pop(self.id, None)

@@ -85,6 +85,7 @@ class RunCall:
         self._done = done
         self._value = value
         self._attempts = 0
+        self._ref: pykka.ActorRef[Any] | None = None
         self._future: NotifyingFuture | None = None
         if message is None:
             done()
@@ -94,7 +95,8 @@ class RunCall:
     def _send(self) -> None:
         self._attempts += 1
         try:
-            future = self._dir.ref(self._run_id).ask(self._message, block=False)
+            self._ref = self._dir.ref(self._run_id)
+            future = self._ref.ask(self._message, block=False)
         except Exception as e:  # noqa: BLE001 - the caller hears it from result()
             future = NotifyingFuture()
             future.set_exception((type(e), e, e.__traceback__))
@@ -108,7 +110,10 @@ class RunCall:
             try:
                 self._future.get(timeout=0)
             except pykka.ActorDeadError:
-                self._send()  # passivated meanwhile: a fresh actor refolds the stream
+                # Passivated meanwhile: a fresh actor refolds the stream.
+                if self._ref is not None:
+                    self._dir.forget(self._run_id, self._ref)
+                self._send()
                 return
             except Exception:  # noqa: BLE001, S110 - result() raises it
                 pass

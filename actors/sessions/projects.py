@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Final
 
 import orjson
@@ -65,7 +66,7 @@ class Projects:
         self._views = views
         self.workspace = workspace
         self.authorize = authorize
-        self.actors = Directory(lambda id: ProjectActor.start(log, clock, PROJECTS, id))
+        self.actors = Directory(lambda id: ProjectActor.start(log, clock, PROJECTS, id), clock)
 
     # -- the CRUD use cases ----------------------------------------------------------------
 
@@ -171,8 +172,9 @@ class Projects:
         self.actors.ask(project_id, Execute(command, {"actor": command.user_id}))
         return self._visible(project_id, command.user_id, command.agent_id)
 
-    def passivate(self) -> int:
-        return self.actors.passivate()
+    def passivate(self, idle_since: datetime | None = None) -> int:
+        """Stop the idle actors (unused since `idle_since`, if given); return how many."""
+        return self.actors.passivate(idle_since)
 
     def close(self) -> None:
         self.actors.close()

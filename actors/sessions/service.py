@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from datetime import datetime
 
 from eventlog import Clock, EventLog, decode
 from projections.sessions import SessionTurn, session_history
@@ -74,7 +75,7 @@ class Sessions:
     ) -> None:
         self._log = log
         self._clock = clock
-        self.actors = Directory(lambda id: SessionActor.start(log, clock, id))
+        self.actors = Directory(lambda id: SessionActor.start(log, clock, id), clock)
         self._turns = Turns(self.actors, clock, harness, approvals)
         self.compaction = (compaction or CompactionConfig()).with_defaults()
 
@@ -284,10 +285,15 @@ class Sessions:
         """Block until no turn is in flight in this process (TimeoutError after `timeout`)."""
         self._turns.wait_in_flight(timeout)
 
-    def passivate(self) -> int:
-        """Stop idle session actors and close the harnesses kept for idle sessions."""
-        self._turns.evict_idle()
-        return self.actors.passivate()
+    def passivate(self, idle_since: datetime | None = None) -> int:
+        """Stop idle session actors and close the harnesses kept for idle sessions.
+
+        With `idle_since`, only the actors unused since then stop, and kept harnesses stay
+        (a harness is reused by the session's next turn).
+        """
+        if idle_since is None:
+            self._turns.evict_idle()
+        return self.actors.passivate(idle_since)
 
     def close(self) -> None:
         """Interrupt the turns in flight (recorded as such), close the harnesses, stop the actors."""

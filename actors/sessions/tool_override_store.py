@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from eventlog import Clock, EventLog
 
 from .._aggregate import Execute
@@ -35,7 +37,7 @@ class ToolOverrides:
 
     def __init__(self, log: EventLog, clock: Clock) -> None:
         self._log = log
-        self.actors = Directory(lambda id: ToolOverridesActor.start(log, clock, TOOL_OVERRIDES, id))
+        self.actors = Directory(lambda id: ToolOverridesActor.start(log, clock, TOOL_OVERRIDES, id), clock)
 
     def set(
         self, tool_name: str, scope: str, enabled: bool, *, user_id: str = "", agent_id: str = ""
@@ -64,8 +66,9 @@ class ToolOverrides:
     def enabled(self, user_id: str, agent_id: str, tool_name: str, default_enabled: bool) -> bool:
         return filter_tool_enabled(default_enabled, tool_name, self.fetch(user_id, agent_id))
 
-    def passivate(self) -> int:
-        return self.actors.passivate()
+    def passivate(self, idle_since: datetime | None = None) -> int:
+        """Stop the idle actors (unused since `idle_since`, if given); return how many."""
+        return self.actors.passivate(idle_since)
 
     def close(self) -> None:
         self.actors.close()

@@ -29,15 +29,16 @@ def test_a_waiting_poll_wakes_on_a_push(make_client, register, system, monkeypat
     client = make_client(poll_timeout=60.0)
     token = register("a")
     waiting = threading.Event()
-    take = system.broker.take_control
+    take = system.broker.call_take_as_run
 
-    def take_and_tell(run_id):
-        taken = take(run_id)
-        if not taken:
-            waiting.set()  # the poll found the queue empty: it waits from here on
-        return taken
+    def take_and_tell(run_id, token, done):
+        def answered():
+            done()
+            waiting.set()  # the poll found the queue empty (nothing was pushed yet): it waits
 
-    monkeypatch.setattr(system.broker, "take_control", take_and_tell)
+        return take(run_id, token, answered)
+
+    monkeypatch.setattr(system.broker, "call_take_as_run", take_and_tell)
     result: list[Any] = []
     poller = threading.Thread(
         target=lambda: result.append(

@@ -17,6 +17,7 @@ def bench() -> None:
       flightlog bench log --quick
       flightlog bench approvals --json > approvals.json
       flightlog bench console --quick
+      flightlog bench soak --quick
     """
 
 
@@ -26,10 +27,12 @@ def register(cli: click.Group) -> None:
     from .console import bench_console
     from .log import bench_log
     from .replay import bench_replay
+    from .soak import bench_soak
 
     bench.add_command(bench_log)
     bench.add_command(bench_approvals)
     bench.add_command(bench_replay)
     bench.add_command(bench_broker)
     bench.add_command(bench_console)
+    bench.add_command(bench_soak)
     cli.add_command(bench)

@@ -170,6 +170,13 @@ def _operator_token_digest() -> str:
     help="Seconds an ask between runs waits for its reply (then /wait_reply answers 504).",
 )
 @click.option(
+    "--idle-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds an unused run or approval keeps its actor (a thread); it refolds when next used.",
+)
+@click.option(
     "--queue-limit",
     type=click.IntRange(1),
     help="Undelivered control messages a run may hold; a push past it gets 429 (default: 1000).",
@@ -209,6 +216,7 @@ def serve_cmd(
     port: int,
     approval_timeout: float,
     ask_timeout: float,
+    idle_timeout: float,
     queue_limit: int | None,
     operator_decides: str,
     read_timeout: float,
@@ -253,7 +261,9 @@ def serve_cmd(
     try:
         log, integrity = _open_verified(db, allow_tampered)
         try:
-            system = System.open(log, approval_timeout=approval_timeout, ask_timeout=ask_timeout)
+            system = System.open(
+                log, approval_timeout=approval_timeout, ask_timeout=ask_timeout, idle_timeout=idle_timeout
+            )
             if queue_limit is not None:
                 system.broker.queue_limit = queue_limit
             system.broker.operator_decides = operator_decides

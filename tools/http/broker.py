@@ -5,7 +5,9 @@ JSON body (POST) or the query (GET), then the handler; plain-text errors, JSON s
 Blocking broker calls run in the thread pool; a run's writes (report, finish, reply,
 heartbeat) instead go to its actor as one message with the token check, whose answer wakes
 the loop directly. A long poll waits on an asyncio event that
-the broker's queue listener sets, so a waiting poll holds no thread.
+the broker's queue listener sets, so a waiting poll holds no thread; its timeout counts from
+the request's arrival. A run id that names no run is refused before any actor is asked: a
+stranger's request starts nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from actors import (
 )
 
 from .ask import AskRoutes
-from .calls import answer, call, wait_unless_disconnected
+from .calls import Answerable, answer, call, wait_unless_disconnected
 from .wire import (
     Endpoint,
     Handler,
@@ -124,10 +126,7 @@ class BrokerRoutes:
         """
         raw = await read_body(request)
         body = parse_object(raw)
-        run_id = string_field(body, "run_id")
-        token = string_field(body, "token")
-        if not run_id or not token:
-            raise WireError(401, "unauthorized: missing run_id or token")
+        run_id, token = await self.admitted(body)
         try:
             write = build(body, raw)
         except WireError:
@@ -137,6 +136,26 @@ class BrokerRoutes:
         authorized, _ = await answer(lambda done: self.broker.call_as_run(run_id, token, write, done))
         if not authorized:
             raise WireError(401, "unauthorized")
+
+    async def admitted(self, body: Body) -> tuple[str, str]:
+        """(run id, token) of the body, refused with 401 when missing or when the run is unknown."""
+        run_id = string_field(body, "run_id")
+        token = string_field(body, "token")
+        if not run_id or not token:
+            raise WireError(401, "unauthorized: missing run_id or token")
+        if not await self.admits(run_id):
+            raise WireError(401, "unauthorized")
+        return run_id, token
+
+    async def admits(self, run_id: str) -> bool:
+        """Whether `run_id` may name a run: from the live actor or views on the loop, else in a thread.
+
+        Only an id the live views do not know costs a catch-up with the log (a run registered
+        by another process is found that way), and it runs in the thread pool.
+        """
+        if self.broker.admits(run_id, catch_up=False):
+            return True
+        return await run_in_threadpool(self.broker.admits, run_id)
 
     # -- handlers ------------------------------------------------------------------------
 
@@ -186,9 +205,9 @@ class BrokerRoutes:
         return json_response({"queued": True})
 
     async def poll_control(self, request: Request) -> Response:
-        body, _ = await self.authenticated(request)
-        run_id = string_field(body, "run_id")
         loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.poll_timeout  # from the request's arrival
+        run_id, token = await self.admitted(parse_object(await read_body(request)))
         woke = asyncio.Event()
 
         def on_queued() -> None:
@@ -198,15 +217,22 @@ class BrokerRoutes:
             except RuntimeError:
                 return  # the loop is closed: nobody waits any more
 
+        def take(done: Callable[[], object]) -> Answerable:
+            # The token check and the take are one message to the run's actor: no thread waits.
+            return self.broker.call_take_as_run(run_id, token, done)
+
         unsubscribe = self.broker.on_control(run_id, on_queued)
         try:
-            deadline = loop.time() + self.poll_timeout
-            messages = await call(self.broker.take_control, run_id)
+            authorized, messages = await answer(take)
+            if not authorized:
+                raise WireError(401, "unauthorized")
             while not messages and (left := deadline - loop.time()) > 0:
                 if not await wait_unless_disconnected(woke, request.receive, left):
                     return NoResponse()
+                if not woke.is_set():
+                    break  # timed out: nothing was queued for the run meanwhile
                 woke.clear()
-                messages = await call(self.broker.take_control, run_id)
+                _, messages = await answer(take)
         finally:
             unsubscribe()
         # Nothing queued is `null`, as the seed's nil slice encodes.

@@ -32,6 +32,8 @@ from actors import (
     make_token,
 )
 from eventlog import Head
+from projections import FinishStatus, RunRow, Views
+from projections.runs import registry_order
 
 from .calls import call
 from .console_auth import ConsoleSessions, Operator
@@ -97,11 +99,7 @@ class OperatorRoutes:
     # -- runs ----------------------------------------------------------------------------
 
     async def runs(self, request: Request) -> Response:
-        def load() -> list[RunView]:
-            views = (self.system.broker.get_run(run_id) for run_id in self.system.broker.run_ids())
-            return [v for v in views if v is not None]
-
-        return json_response({"runs": [run_summary(v) for v in await run_in_threadpool(load)]})
+        return json_response({"runs": await run_in_threadpool(live_summaries, self.system.views)})
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -202,6 +200,37 @@ def _anchor(request: Request) -> Head | None:
     if seq is None or digest is None or not seq.isdigit() or not _HASH.fullmatch(digest):
         raise WireError(400, "an anchor is anchor_seq (a seq) and anchor_hash (64 lower-case hex digits)")
     return Head(int(seq), digest)
+
+
+def live_summaries(views: Views) -> list[dict[str, Any]]:
+    """Every registered run's `run_summary`, from the live views: no stream is read.
+
+    The cost is that of the runs, not of the log. Both views are read under the runner's
+    (re-entrant) lock, so they stand at the same seq.
+    """
+    runner = views.runner
+
+    def load(rows: dict[str, RunRow]) -> list[dict[str, Any]]:
+        finishes: dict[str, FinishStatus] = runner.read_state("finish_status", dict)
+        return [row_summary(row, finishes.get(row.run_id)) for row in registry_order(rows)]
+
+    summaries: list[dict[str, Any]] = runner.read("run_registry", load)
+    return summaries
+
+
+def row_summary(row: RunRow, finish: FinishStatus | None) -> dict[str, Any]:
+    """`run_summary` of a run as the live views hold it (the same dict, without reading its stream)."""
+    return {
+        "run_id": row.run_id,
+        "registered_at": row.registered_at,
+        "last_seen": row.last_seen,
+        "queue_depth": row.queue_depth,
+        "report_count": row.reports,
+        "finish_count": row.finishes,
+        "reply_count": row.replies,
+        "permission_request_count": len(row.permission_requests),
+        "last_finish_status": finish.last_status if finish is not None and finish.count else "",
+    }
 
 
 def run_summary(view: RunView) -> dict[str, Any]:

@@ -1,0 +1,35 @@
+"""`flightlog bench soak` runs end to end and reports every figure (timings are never asserted)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from tools.bench.soak import slope_per_10k
+from tools.cli import cli
+
+
+def test_a_small_soak_reports_every_figure_and_target(tmp_path):
+    args = ["bench", "soak", "--json", "--dir", str(tmp_path), "--events", "1000", "--runs", "4"]
+    args += ["--agents", "2", "--polls", "20", "--strangers", "40"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    figures = out["figures"]
+    assert figures["events"] >= 1000
+    assert figures["rss.end_mib"] > 0
+    assert figures["threads.end"] > 0
+    assert figures["polls.answered"] == 20  # every poll was answered (how fast is the bench's to say)
+    assert set(out["targets"]) == {"slope", "rss", "polls", "strangers"}
+    assert all(isinstance(t["pass"], bool) for t in out["targets"].values())
+    assert [r["events"] for r in out["readings"]] == sorted(r["events"] for r in out["readings"])
+    assert list(tmp_path.iterdir()) == []  # the temporary database is gone
+
+
+def test_the_slope_is_fitted_after_the_warm_up_only():
+    readings = [
+        {"events": e, "rss_mib": r} for e, r in [(0, 10.0), (10_000, 50.0), (20_000, 51.0), (30_000, 52.0)]
+    ]
+    assert round(slope_per_10k(readings, 0.3, 30_000), 6) == 1.0  # the warm-up's jump is left out
+    assert slope_per_10k(readings[:1], 0.0, 30_000) == 0.0  # one reading fits no line

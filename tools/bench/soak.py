@@ -1,0 +1,401 @@
+"""`flightlog bench soak`: a real server under mixed traffic, its memory and threads over time.
+
+`flightlog serve` runs in its own process on a temporary file; agents drive it over loopback
+with the traffic a long-lived server sees — reports, heartbeats, permission requests and
+their answers, control pushes and the polls that take them, finishes, a new run now and
+then, and the operator reading `/api/v1/runs` — until the log holds the stated number of
+events. The server's RSS and thread count are read from `/proc` at intervals; the RSS
+slope per 10k events is fitted by least squares after the warm-up. Then two checks of what
+must not grow: strangers' requests (a thread per refused run id would show) and a thousand
+long polls at once (each must be answered within its timeout plus 0.2 s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import click
+import orjson
+from rich.table import Table
+
+from .._output import console, emit_json, targets_table, temp_dir_option, with_status
+from . import log_workloads as w
+from .broker_client import Agent, Connection, ServerProcess
+from .soak_polls import long_polls, server_stats, strangers
+
+SLOPE_TARGET = 0.2  # MiB of RSS per 10k events after the warm-up, at most
+RSS_TARGET = 150.0  # MiB of RSS after the full run's events, at most
+RSS_TARGET_EVENTS = 200_000  # ... the run the RSS target is stated for
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much the soak does."""
+
+    events: int  # the log's size at which the traffic stops
+    runs: int  # the fixed set of runs the agents share
+    agents: int  # concurrent agents, a connection each
+    samples: int  # RSS and thread readings over the run
+    warm_up: float  # share of the events before the slope is fitted
+    polls: int  # long polls held at once in the poll check
+    strangers: int  # requests naming unknown runs in the strangers' check
+
+
+QUICK = Sizes(events=20_000, runs=40, agents=8, samples=10, warm_up=0.3, polls=1000, strangers=2000)
+FULL_RUN = Sizes(events=200_000, runs=40, agents=8, samples=20, warm_up=0.2, polls=1000, strangers=2000)
+
+# One agent's step: (weight, name). Each names a handler of `Traffic` below.
+MIX = (
+    (60, "report"),
+    (15, "heartbeat"),
+    (8, "push_and_poll"),
+    (5, "permission"),
+    (3, "finish"),
+    (3, "operator_runs"),
+    (1, "new_run"),
+)
+
+
+def log_events(path: str) -> int:
+    """The log's head seq, read from the file by a read-only connection of our own."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+    finally:
+        conn.close()
+
+
+class Traffic:
+    """The agents' steps over one server; each step is one agent's request or two."""
+
+    def __init__(self, port: int, operator: dict[str, str], runs: list[Agent]) -> None:
+        self.port = port
+        self.operator = operator
+        self.runs = runs
+        self.created = 0
+        self._lock = threading.Lock()
+
+    def report(self, a: Agent, n: int) -> None:
+        body = {
+            "run_id": a.run_id,
+            "token": a.token,
+            "state": "working",
+            "payload": {"tool": "shell", "n": n},
+        }
+        a.conn.call("/report", body)
+
+    def heartbeat(self, a: Agent, n: int) -> None:
+        status, body = a.conn.post("/heartbeat", orjson.dumps({"run_id": a.run_id, "token": a.token}))
+        if status != 200:
+            raise click.ClickException(f"/heartbeat answered {status}: {body.decode(errors='replace')[:200]}")
+
+    def push_and_poll(self, a: Agent, n: int) -> None:
+        message = {"id": f"m{n}", "type": "steer", "run_id": a.run_id, "payload": {"n": n}}
+        self._operator(a.conn, "POST", "/push-control", message)  # the server has an operator token
+        polled = a.conn.call("/poll-control", {"run_id": a.run_id, "token": a.token})
+        if not polled:
+            raise click.ClickException(f"a poll of {a.run_id} after a push answered []")
+
+    def permission(self, a: Agent, n: int) -> None:
+        request = {"run_id": a.run_id, "token": a.token, "request_id": f"p{n}", "tool_name": "bash"}
+        a.conn.call("/permission_request", {**request, "description": "ls", "input_preview": "ls"})
+        a.conn.call(
+            "/permission", {"run_id": a.run_id, "token": a.token, "request_id": f"p{n}", "behavior": "allow"}
+        )
+
+    def finish(self, a: Agent, n: int) -> None:
+        body = {"run_id": a.run_id, "token": a.token, "status": "done", "summary": f"step {n}"}
+        a.conn.call("/finish", body)
+
+    def operator_runs(self, a: Agent, n: int) -> None:
+        self._operator(a.conn, "GET", "/api/v1/runs", None)
+
+    def new_run(self, a: Agent, n: int) -> None:
+        with self._lock:
+            self.created += 1
+            run_id = f"soak-new-{self.created:06d}"
+        token = a.conn.call("/register", {"run_id": run_id})["token"]
+        a.conn.call("/report", {"run_id": run_id, "token": token, "state": "working", "payload": {}})
+        a.conn.call("/finish", {"run_id": run_id, "token": token, "status": "done", "summary": ""})
+
+    def _operator(self, conn: Connection, method: str, path: str, value: Any) -> Any:
+        headers = conn.headers
+        conn.headers = {**headers, **self.operator}
+        try:
+            status, body = conn.request(method, path, None if value is None else orjson.dumps(value))
+        finally:
+            conn.headers = headers
+        if status != 200:
+            raise click.ClickException(f"{path} answered {status}: {body.decode(errors='replace')[:200]}")
+        return orjson.loads(body)
+
+
+def schedule(seed: int) -> Iterator[str]:
+    """An endless, reproducible sequence of step names drawn from MIX by weight."""
+    import random
+
+    rng = random.Random(seed)
+    names = [name for weight, name in MIX for _ in range(weight)]
+    while True:
+        yield rng.choice(names)
+
+
+@contextlib.contextmanager
+def served(parent: str | None, sizes: Sizes) -> Iterator[tuple[ServerProcess, str, Traffic, list[Agent]]]:
+    """A fresh server, its database path, the traffic over it, and one agent per connection."""
+    operator_token = secrets.token_hex(16)
+    with w.fresh_path(parent, "flightlog.db") as path:
+        server = ServerProcess(path, operator_token)
+        opened: list[Connection] = []
+        try:
+            runs: list[Agent] = []
+            setup = Connection(server.port)
+            opened.append(setup)
+            for i in range(sizes.runs):
+                run_id = f"soak-run-{i:03d}"
+                runs.append(Agent(run_id, setup.call("/register", {"run_id": run_id})["token"], setup))
+            traffic = Traffic(server.port, {"Authorization": f"Bearer {operator_token}"}, runs)
+            agents = []
+            for i in range(sizes.agents):
+                conn = Connection(server.port)
+                opened.append(conn)
+                agents.append(Agent(f"agent-{i}", "", conn))
+            yield server, path, traffic, agents
+        finally:
+            for conn in opened:
+                conn.close()
+            server.close()
+
+
+def soak(
+    server: ServerProcess, path: str, traffic: Traffic, agents: list[Agent], sizes: Sizes,
+    advance: Callable[[str], object],
+) -> list[dict[str, float]]:  # fmt: skip
+    """Drive the traffic until the log holds `sizes.events`; return the readings taken on the way."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    steps = [0] * len(agents)
+
+    def agent(k: int, me: Agent) -> None:
+        mine = [r for i, r in enumerate(traffic.runs) if i % len(agents) == k]
+        try:
+            for n, name in enumerate(schedule(k)):
+                if stop.is_set():
+                    return
+                run = mine[n % len(mine)]
+                getattr(traffic, name)(Agent(run.run_id, run.token, me.conn), n)
+                steps[k] += 1
+        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread below
+            errors.append(e)
+            stop.set()
+
+    threads = [threading.Thread(target=agent, args=(k, a), daemon=True) for k, a in enumerate(agents)]
+    readings: list[dict[str, float]] = []
+    started = time.perf_counter()
+    every = max(1, sizes.events // sizes.samples)
+    next_at = every
+    for thread in threads:
+        thread.start()
+    try:
+        while not stop.is_set():
+            events = log_events(path)
+            if events >= next_at or events >= sizes.events:
+                rss, count = server_stats(server.proc.pid)
+                readings.append(
+                    {"events": events, "rss_mib": round(rss, 2), "threads": count,
+                     "seconds": round(time.perf_counter() - started, 2), "requests": sum(steps)}
+                )  # fmt: skip
+                advance(f"soak: {events:,} of {sizes.events:,} events, RSS {rss:.1f} MiB, {count} threads")
+                next_at = (events // every + 1) * every
+            if events >= sizes.events:
+                break
+            stop.wait(0.05)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    if errors:
+        raise errors[0]
+    return readings
+
+
+def slope_per_10k(readings: list[dict[str, float]], warm_up: float, events: int) -> float:
+    """Least-squares RSS slope (MiB per 10k events) over the readings taken after the warm-up."""
+    points = [(r["events"], r["rss_mib"]) for r in readings if r["events"] >= warm_up * events]
+    if len(points) < 2:
+        return 0.0
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    sxy = sum((x - mx) * (y - my) for x, y in points)
+    return sxy / sxx * 10_000 if sxx else 0.0
+
+
+def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> dict[str, Any]:
+    """The soak, then the strangers' and the long polls' checks; figures and targets as one dict."""
+    with served(parent, sizes) as (server, path, traffic, agents):
+        pid = server.proc.pid
+        start_rss, start_threads = server_stats(pid)
+        readings = soak(server, path, traffic, agents, sizes, advance)
+        advance("strangers")
+        ghosts = strangers(server.port, pid, sizes.strangers)
+        advance("long polls")
+        polls = long_polls(server.port, sizes.polls)
+    last = readings[-1]
+    slope = slope_per_10k(readings, sizes.warm_up, sizes.events)
+    within = polls["within"]
+    figures = {
+        "rss.start_mib": round(start_rss, 2),
+        "rss.end_mib": last["rss_mib"],
+        "rss.slope_mib_per_10k": round(slope, 4),
+        "threads.start": start_threads,
+        "threads.end": last["threads"],
+        "events": last["events"],
+        "requests": last["requests"],
+        "seconds": last["seconds"],
+        "new_runs": traffic.created,
+        "strangers.threads_added": ghosts["threads_added"],
+        "polls.within_deadline": within,
+        "polls.answered": polls["answered"],
+        "polls.p50_s": polls["p50_s"],
+        "polls.max_s": polls["max_s"],
+    }
+    full = last["events"] >= RSS_TARGET_EVENTS
+    return {
+        "figures": figures,
+        "readings": readings,
+        "targets": {
+            "slope": {
+                "label": f"RSS slope after warm-up (MiB per 10k events), {sizes.runs} runs",
+                "value": round(slope, 3),
+                "target": SLOPE_TARGET,
+                "at_most": True,
+                "pass": slope <= SLOPE_TARGET,
+            },
+            "rss": {
+                "label": f"RSS after {last['events']:,} events (MiB)"
+                + ("" if full else f"; the target is for {RSS_TARGET_EVENTS:,}"),
+                "value": last["rss_mib"],
+                "target": RSS_TARGET,
+                "at_most": True,
+                "pass": last["rss_mib"] <= RSS_TARGET,
+            },
+            "polls": {
+                "label": f"of {sizes.polls:,} concurrent long polls, answered within "
+                f"{polls['timeout_s']:g} s + 0.2 s",
+                "value": within,
+                "target": sizes.polls,
+                "at_most": False,
+                "pass": within == sizes.polls,
+            },
+            "strangers": {
+                "label": f"threads added by {sizes.strangers:,} requests naming unknown runs",
+                "value": ghosts["threads_added"],
+                "target": 10,
+                "at_most": True,
+                "pass": ghosts["threads_added"] <= 10,
+            },
+        },
+        "settings": {
+            **{
+                k: getattr(sizes, k)
+                for k in ("events", "runs", "agents", "samples", "warm_up", "polls", "strangers")
+            },
+            "mix": {name: weight for weight, name in MIX},
+            "synchronous": w.SYNC,
+            "cpus": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        },
+    }
+
+
+def _report(result: dict[str, Any]) -> None:
+    fig, st = result["figures"], result["settings"]
+    table = Table(
+        title=f"flightlog bench soak ({st['events']:,} events, {st['runs']} runs, {st['agents']} agents)"
+    )
+    for name in ("events", "requests", "seconds", "RSS (MiB)", "threads"):
+        table.add_column(name, justify="right")
+    for r in result["readings"]:
+        table.add_row(
+            f"{r['events']:,}",
+            f"{r['requests']:,}",
+            f"{r['seconds']:.1f}",
+            f"{r['rss_mib']:.1f}",
+            str(r["threads"]),
+        )
+    console.print(table)
+    console.print(
+        f"RSS {fig['rss.start_mib']:.1f} MiB at start (runs registered), "
+        f"{fig['rss.end_mib']:.1f} MiB at the end; slope after the first {st['warm_up']:.0%} of events: "
+        f"{fig['rss.slope_mib_per_10k']:.3f} MiB per 10k events; "
+        f"{fig['new_runs']} new runs registered on the way. Long polls: p50 {fig['polls.p50_s']:.3f} s, "
+        f"max {fig['polls.max_s']:.3f} s, {fig['polls.answered']} answered.",
+        soft_wrap=True,
+    )
+    console.print(targets_table(result["targets"].values()))
+    console.print(
+        f"synchronous={st['synchronous']}; {st['cpus']} CPUs shared by the server and the agents, "
+        f"load average {st['load_average'][0]}; mix by weight: "
+        + ", ".join(f"{k} {v}" for k, v in st["mix"].items()),
+        soft_wrap=True,
+    )
+
+
+@click.command("soak")
+@click.option("--quick", is_flag=True, help="A smaller run (20k events) for CI.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the figures, readings and targets as one JSON object."
+)
+@click.option("--events", type=click.IntRange(1000), help="Stop once the log holds this many events.")
+@click.option("--runs", type=click.IntRange(1, 10_000), help="The fixed set of runs the agents share.")
+@click.option("--agents", type=click.IntRange(1, 256), help="Concurrent agents (connections).")
+@click.option("--polls", type=click.IntRange(1, 5000), help="Long polls held at once in the poll check.")
+@click.option("--strangers", type=click.IntRange(1), help="Requests naming unknown runs in that check.")
+@temp_dir_option
+def bench_soak(
+    quick: bool,
+    as_json: bool,
+    events: int | None,
+    runs: int | None,
+    agents: int | None,
+    polls: int | None,
+    strangers: int | None,
+    parent: str | None,
+) -> None:
+    """A server under mixed traffic: RSS and threads as the log grows, the RSS slope per 10k events.
+
+    Starts `flightlog serve` on a temporary database in a child process, registers a fixed
+    set of runs, and drives reports, heartbeats, permissions, pushes and polls, finishes, new
+    runs and operator reads until the log holds the stated number of events. Then checks
+    that strangers' requests start no threads and that a thousand concurrent long polls are
+    answered on time. Each figure is checked against its target (PASS/MISS).
+
+    \b
+    Example:
+      flightlog bench soak --quick
+      flightlog bench soak --json > soak.json
+    """
+    sizes = QUICK if quick else FULL_RUN
+    sizes = replace(
+        sizes,
+        events=events or sizes.events,
+        runs=runs or sizes.runs,
+        agents=agents or sizes.agents,
+        polls=polls or sizes.polls,
+        strangers=strangers or sizes.strangers,
+    )
+    result = with_status("bench soak", lambda update: run(sizes, parent, update))
+    if as_json:
+        emit_json(result)
+    else:
+        _report(result)
