@@ -247,3 +247,11 @@ def test_views_of_a_tampered_log_exit_1(db, tmp_path):
     assert "BROKEN at seq 120" in result.stdout
     (meta,) = sqlite_utils.Database(out)["_meta"].rows
     assert (meta["chain_verified"], meta["chain_first_bad_seq"]) == (0, 120)
+
+
+def test_a_refused_import_leaves_no_new_database_behind(tmp_path):
+    target = tmp_path / "copy.db"
+    result = run("import", str(target), input=b'{"bad": 1}\n')
+    assert result.exit_code == 1
+    assert "refused" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # not even an empty log

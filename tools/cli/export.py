@@ -9,6 +9,7 @@ and hashes, so the imported chain is the same chain and verifies to the same hea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -252,11 +253,16 @@ def import_cmd(db: str, source: str, batch: int, as_json: bool) -> None:
         raise click.UsageError(f"no file at {source!r}")
     if source != "-" and not db.startswith(("postgresql://", "postgres://")) and _same_file(source, db):
         raise click.UsageError("FILE is the database itself")
+    # A refused import into a file it had to create leaves no empty database behind.
+    created = (
+        not db.startswith(("postgresql://", "postgres://")) and db != ":memory:" and not os.path.exists(db)
+    )
     with _input(source) as (lines, total):
         try:
             log = open_log(db)
         except EventLogError as e:
             raise click.UsageError(f"cannot open {db!r}: {e}") from e
+        imported = False
         try:
             start = log.head().seq
             with progress_bar("checking", total, as_json) as advance:
@@ -267,6 +273,7 @@ def import_cmd(db: str, source: str, batch: int, as_json: bool) -> None:
                 head = log.import_records(
                     read_records(lines), batch=batch, progress=lambda n: advance(n, total)
                 )
+            imported = True
         except ImportRefusedError as e:
             _refused(as_json, str(e), seq=e.seq, imported=e.imported, head=e.head)
         except LineError as e:
@@ -274,7 +281,12 @@ def import_cmd(db: str, source: str, batch: int, as_json: bool) -> None:
         except EventLogError as e:
             raise click.ClickException(str(e)) from e
         finally:
+            empty = not imported and log.head().seq == 0
             log.close()
+            if created and empty:
+                for leftover in (db, f"{db}-wal", f"{db}-shm"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(leftover)
     _imported(as_json, head.seq - start, start, head)
 
 
