@@ -18,7 +18,9 @@ class PortInUseError(OSError):
 def listen(host: str, port: int) -> socket.socket:
     """A TCP socket bound to (host, port), port 0 for any free one; PortInUseError if it is taken."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # The protocol named, not left 0: asyncio turns Nagle's algorithm off only on sockets that
+    # say TCP, and with it on an answer's body waits for the client's delayed ACK (~40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
