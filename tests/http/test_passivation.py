@@ -88,7 +88,7 @@ def test_a_passivated_run_answers_with_its_state_intact(client, register, system
     for i in range(3):
         body = {"run_id": "a", "token": token, "state": "working", "payload": {"n": i}}
         assert client.post("/report", json=body).status_code == 200
-    body = {"run_id": "a", "token": token, "request_id": "p1", "tool_name": "bash", "description": "ls"}
+    body = {"run_id": "a", "token": token, "request_id": "p1", "tool_name": "grep", "description": "ls"}
     assert client.post("/permission_request", json=body).status_code == 200
     [approval] = system.approvals.pending()
     go_idle(system, clock)

@@ -106,7 +106,7 @@ class Traffic:
             raise click.ClickException(f"a poll of {a.run_id} after a push answered []")
 
     def permission(self, a: Agent, n: int) -> None:
-        request = {"run_id": a.run_id, "token": a.token, "request_id": f"p{n}", "tool_name": "bash"}
+        request = {"run_id": a.run_id, "token": a.token, "request_id": f"p{n}", "tool_name": "grep"}
         a.conn.call("/permission_request", {**request, "description": "ls", "input_preview": "ls"})
         a.conn.call(
             "/permission", {"run_id": a.run_id, "token": a.token, "request_id": f"p{n}", "behavior": "allow"}
