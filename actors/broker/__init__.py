@@ -13,7 +13,7 @@ from .agents import (
     xml_escape,
 )
 from .asks import AskOutcome
-from .broker import Broker, tool_risk
+from .broker import Broker
 from .conversation import DEFAULT_ASK_TIMEOUT
 from .model import (
     OPERATOR_CONTROL_TYPES,
@@ -29,6 +29,7 @@ from .model import (
     operator_only,
     token_digest,
 )
+from .permissions import tool_risk
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",

@@ -7,7 +7,6 @@ digests; a raw token exists only in the process that issued it, for `ensure_run`
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import threading
 from collections.abc import Callable
@@ -21,14 +20,11 @@ from projections import Views
 from .._aggregate import Execute, GetState, Refresh
 from .._directory import Directory
 from .._errors import (
-    ApprovalExpiredError,
-    ApprovalNotPendingError,
     BrokerError,
     OperatorOnlyError,
-    QuorumPendingError,
     RunNotFoundError,
 )
-from ..approvals import ApprovalQueue, ApprovalRequest, needs_operator
+from ..approvals import ApprovalQueue, needs_operator
 from .asks import AskOutcome
 from .conversation import DEFAULT_ASK_TIMEOUT, Conversations
 from .model import (
@@ -43,6 +39,7 @@ from .model import (
     raw_json,
     token_digest,
 )
+from .permissions import PermissionRelay
 from .run_actor import RunActor, Take
 from .run_call import AsRun, RunCall
 from .run_decider import (
@@ -50,11 +47,9 @@ from .run_decider import (
     Heartbeat,
     QueueControl,
     RecordFinish,
-    RecordPermissionDecision,
     RecordReply,
     RecordReport,
     RegisterRun,
-    RequestPermission,
     RunState,
 )
 from .view import fold_run_view
@@ -66,10 +61,9 @@ DEFAULT_QUEUE_LIMIT = 1000
 MAX_RUN_ID_LENGTH = 512 - len("run-")
 # What /register takes: a run id is shown in tables, terminals and the console.
 MAX_REGISTERED_RUN_ID = 200
-BEHAVIOR = {"approve": "allow", "reject": "deny", "expired": "deny"}
 
 
-class Broker:
+class Broker(PermissionRelay):
     """Runs, their control queues, reports, finishes, replies and permission requests."""
 
     def __init__(
@@ -371,87 +365,6 @@ class Broker:
     def reply(self, reply: Reply) -> None:
         self._exec(reply.run_id, RecordReply(reply.to, reply.payload))
 
-    # -- permission relay ------------------------------------------------------------------
-
-    def permission_request(
-        self, run_id: str, request_id: str, tool_name: str, description: str, input_preview: str
-    ) -> str:
-        """Relay a run's permission request to the approval gate; return the approval id."""
-        if not self.exists(run_id):
-            raise RunNotFoundError(run_id)
-        request = ApprovalRequest(
-            kind="permission",
-            title=(description.splitlines()[0][:120] if description else f"Use {tool_name or 'a tool'}"),
-            detail=description or input_preview or tool_name or request_id or "permission request",
-            risk=tool_risk(tool_name),
-            run_id=run_id,
-            tool_call_id=request_id,
-            payload={"tool_name": tool_name, "description": description, "input_preview": input_preview},
-        )
-        approval = self.approvals.submit(request, requested_by=f"run:{run_id}")
-        self._exec(run_id, RequestPermission(request_id, tool_name, description, input_preview, approval.id))
-        return approval.id
-
-    def permission_decision(self, run_id: str, request_id: str, behavior: str, actor: str = "") -> None:
-        """HTTP /permission: the run's answer to its own request (allow → approve, else reject).
-
-        On a request that needs an operator (`operator_decides`) the answer decides nothing: it
-        is recorded on the approval as a refused attempt, the approval stays pending, and
-        OperatorOnlyError is raised. Otherwise it decides the linked approval and is recorded.
-        """
-        state = self._state(run_id)
-        if not state.exists:
-            raise RunNotFoundError(run_id)
-        approval_id = next((a for r, a in reversed(state.permissions) if r == request_id), "")
-        actor = actor or f"run:{run_id}"
-        decision = "approve" if behavior == "allow" else "reject"
-        row = self.views.approval(approval_id) if approval_id else None
-        if row is not None and needs_operator(row.risk, self.operator_decides):
-            policy = self.operator_decides
-            reason = f"only an operator decides a {row.risk}-risk request (operator-decides {policy})"
-            asked = f"{reason}; the run asked {behavior!r}"
-            self.approvals.refuse_attempt(approval_id, decision, actor, asked)
-            outcome = self._approval_behavior(approval_id)
-            if outcome is not None:  # the operator has spoken: make sure the run has heard it
-                told, by, at = outcome
-                self._exec(run_id, RecordPermissionDecision(request_id, told, approval_id, by, at))
-            raise OperatorOnlyError(f"{reason}: the answer is recorded as a refused attempt")
-        if approval_id:
-            # Decided before, or past its deadline: the approval's recorded outcome is the
-            # answer (this attempt stays in its history as refused), not the behaviour asked.
-            with contextlib.suppress(ApprovalNotPendingError, ApprovalExpiredError):
-                try:
-                    self.approvals.resolve(approval_id, decision, actor)
-                except QuorumPendingError:
-                    return  # one vote of several: recorded once the quorum is reached
-            outcome = self._approval_behavior(approval_id)
-            if outcome is not None:
-                behavior, actor, at = outcome
-                self._exec(run_id, RecordPermissionDecision(request_id, behavior, approval_id, actor, at))
-                return
-        self._exec(run_id, RecordPermissionDecision(request_id, behavior, "", actor, self.clock.now()))
-
-    def approval_decided(self, approval_id: str) -> None:
-        """Propagate a permission approval's outcome to its run (idempotent; any process may call)."""
-        row = self.views.approval(approval_id)
-        if row is None or row.kind != "permission" or not row.run_id or not row.decision:
-            return
-        if not self.exists(row.run_id):
-            return
-        assert row.decided_at is not None
-        self._exec(
-            row.run_id,
-            RecordPermissionDecision(
-                row.tool_call_id, BEHAVIOR[row.decision], approval_id, row.actor, row.decided_at
-            ),
-        )
-
-    def _approval_behavior(self, approval_id: str) -> tuple[str, str, datetime] | None:
-        row = self.views.approval(approval_id)
-        if row is None or not row.decision or row.decided_at is None:
-            return None
-        return BEHAVIOR[row.decision], row.actor, row.decided_at
-
     # -- plumbing --------------------------------------------------------------------------
 
     def run_state(self, run_id: str, *, fresh: bool = False) -> RunState:
@@ -508,13 +421,3 @@ class Broker:
 
 def _storable(run_id: str) -> bool:
     return len(run_id) <= MAX_RUN_ID_LENGTH
-
-
-def tool_risk(tool_name: str) -> str:
-    """Risk of a tool by name: shell high; writes and URLs medium; reads low; unknown medium."""
-    name = tool_name.lower()
-    if any(k in name for k in ("bash", "shell", "exec", "run", "command")):
-        return "high"
-    if any(k in name for k in ("read", "glob", "grep", "list", "view", "search")):
-        return "low"
-    return "medium"

@@ -1,0 +1,133 @@
+"""The broker's permission relay: a run's permission request through the approval gate, and back.
+
+A request becomes an approval (risk from the tool's name); the operator's decision reaches the
+run as a `permission_decision` message. A run's own answer decides only a request that needs no
+operator (`operator_decides`); on one that does, it is kept as a refused attempt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+
+from eventlog import Clock, Record
+from projections import Views
+
+from .._errors import (
+    ApprovalExpiredError,
+    ApprovalNotPendingError,
+    OperatorOnlyError,
+    QuorumPendingError,
+    RunNotFoundError,
+)
+from ..approvals import ApprovalQueue, ApprovalRequest, needs_operator
+from .run_decider import RecordPermissionDecision, RequestPermission, RunState
+
+BEHAVIOR = {"approve": "allow", "reject": "deny", "expired": "deny"}
+
+
+class PermissionRelay:
+    """The permission half of `Broker` (which provides the run state and commands it uses)."""
+
+    approvals: ApprovalQueue
+    views: Views
+    clock: Clock
+    operator_decides: str
+
+    def exists(self, run_id: str) -> bool:
+        raise NotImplementedError
+
+    def _state(self, run_id: str) -> RunState:
+        raise NotImplementedError
+
+    def _exec(self, run_id: str, command: object) -> tuple[RunState, list[Record]]:
+        raise NotImplementedError
+
+    def permission_request(
+        self, run_id: str, request_id: str, tool_name: str, description: str, input_preview: str
+    ) -> str:
+        """Relay a run's permission request to the approval gate; return the approval id."""
+        if not self.exists(run_id):
+            raise RunNotFoundError(run_id)
+        request = ApprovalRequest(
+            kind="permission",
+            title=(description.splitlines()[0][:120] if description else f"Use {tool_name or 'a tool'}"),
+            detail=description or input_preview or tool_name or request_id or "permission request",
+            risk=tool_risk(tool_name),
+            run_id=run_id,
+            tool_call_id=request_id,
+            payload={"tool_name": tool_name, "description": description, "input_preview": input_preview},
+        )
+        approval = self.approvals.submit(request, requested_by=f"run:{run_id}")
+        self._exec(run_id, RequestPermission(request_id, tool_name, description, input_preview, approval.id))
+        return approval.id
+
+    def permission_decision(self, run_id: str, request_id: str, behavior: str, actor: str = "") -> None:
+        """HTTP /permission: the run's answer to its own request (allow → approve, else reject).
+
+        On a request that needs an operator (`operator_decides`) the answer decides nothing: it
+        is recorded on the approval as a refused attempt, the approval stays pending, and
+        OperatorOnlyError is raised. Otherwise it decides the linked approval and is recorded.
+        """
+        state = self._state(run_id)
+        if not state.exists:
+            raise RunNotFoundError(run_id)
+        approval_id = next((a for r, a in reversed(state.permissions) if r == request_id), "")
+        actor = actor or f"run:{run_id}"
+        decision = "approve" if behavior == "allow" else "reject"
+        row = self.views.approval(approval_id) if approval_id else None
+        if row is not None and needs_operator(row.risk, self.operator_decides):
+            policy = self.operator_decides
+            reason = f"only an operator decides a {row.risk}-risk request (operator-decides {policy})"
+            asked = f"{reason}; the run asked {behavior!r}"
+            self.approvals.refuse_attempt(approval_id, decision, actor, asked)
+            outcome = self._approval_behavior(approval_id)
+            if outcome is not None:  # the operator has spoken: make sure the run has heard it
+                told, by, at = outcome
+                self._exec(run_id, RecordPermissionDecision(request_id, told, approval_id, by, at))
+            raise OperatorOnlyError(f"{reason}: the answer is recorded as a refused attempt")
+        if approval_id:
+            # Decided before, or past its deadline: the approval's recorded outcome is the
+            # answer (this attempt stays in its history as refused), not the behaviour asked.
+            with contextlib.suppress(ApprovalNotPendingError, ApprovalExpiredError):
+                try:
+                    self.approvals.resolve(approval_id, decision, actor)
+                except QuorumPendingError:
+                    return  # one vote of several: recorded once the quorum is reached
+            outcome = self._approval_behavior(approval_id)
+            if outcome is not None:
+                behavior, actor, at = outcome
+                self._exec(run_id, RecordPermissionDecision(request_id, behavior, approval_id, actor, at))
+                return
+        self._exec(run_id, RecordPermissionDecision(request_id, behavior, "", actor, self.clock.now()))
+
+    def approval_decided(self, approval_id: str) -> None:
+        """Propagate a permission approval's outcome to its run (idempotent; any process may call)."""
+        row = self.views.approval(approval_id)
+        if row is None or row.kind != "permission" or not row.run_id or not row.decision:
+            return
+        if not self.exists(row.run_id):
+            return
+        assert row.decided_at is not None
+        self._exec(
+            row.run_id,
+            RecordPermissionDecision(
+                row.tool_call_id, BEHAVIOR[row.decision], approval_id, row.actor, row.decided_at
+            ),
+        )
+
+    def _approval_behavior(self, approval_id: str) -> tuple[str, str, datetime] | None:
+        row = self.views.approval(approval_id)
+        if row is None or not row.decision or row.decided_at is None:
+            return None
+        return BEHAVIOR[row.decision], row.actor, row.decided_at
+
+
+def tool_risk(tool_name: str) -> str:
+    """Risk of a tool by name: shell high; writes and URLs medium; reads low; unknown medium."""
+    name = tool_name.lower()
+    if any(k in name for k in ("bash", "shell", "exec", "run", "command")):
+        return "high"
+    if any(k in name for k in ("read", "glob", "grep", "list", "view", "search")):
+        return "low"
+    return "medium"
