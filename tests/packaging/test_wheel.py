@@ -11,6 +11,10 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = ("eventlog", "projections", "actors", "tools")
+# Every static file of the console, as the checkout has them.
+CONSOLE_FILES = tuple(
+    sorted(p.name for p in (ROOT / "tools" / "console").iterdir() if p.suffix in (".html", ".js", ".css"))
+)
 
 IMPORT_ALL = """
 import importlib, pathlib, pkgutil, sys
@@ -24,7 +28,7 @@ for top in {packages!r}:
         where = pathlib.Path(module.__file__).resolve()
         assert prefix in where.parents, f"{{module.__name__}} was imported from {{where}}, not the wheel"
 from importlib.resources import files
-for name in ("index.html", "app.js", "style.css"):
+for name in {console!r}:
     assert files("tools").joinpath("console", name).read_bytes(), name
 print("imported from the wheel")
 """
@@ -56,7 +60,7 @@ def test_wheel_installs_into_a_fresh_virtualenv(tmp_path):
     dirs = [d for d in site.getsitepackages() if pathlib.Path(d).is_dir()]
     (pth / "_deps.pth").write_text(f"import site; list(map(site.addsitedir, {dirs!r}))\n")
     run = subprocess.run(
-        [str(python), "-c", IMPORT_ALL.format(packages=PACKAGES)],
+        [str(python), "-c", IMPORT_ALL.format(packages=PACKAGES, console=CONSOLE_FILES)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
