@@ -16,7 +16,17 @@ from ._chain import Sealer, make_hasher, make_sealer, record_from_row, walk_chai
 from ._clock import Clock, SystemClock, to_micros
 from ._errors import EventLogError, LogClosedError
 from ._import import IMPORT_BATCH, ImportTarget, import_records
-from ._record import ANY, Expect, ExpectedVersion, Head, NewEvent, Record, VerifyResult, check_stream_name
+from ._record import (
+    ANY,
+    RUN_START_TYPES,
+    Expect,
+    ExpectedVersion,
+    Head,
+    NewEvent,
+    Record,
+    VerifyResult,
+    check_stream_name,
+)
 
 # How many queued appends one group-commit transaction takes at most.
 MAX_GROUP = 512
@@ -299,6 +309,14 @@ class EventLog(abc.ABC):
                         return
                     if self._wakeups == seen:
                         self._commits.wait(poll_interval)
+
+    def run_starts(self, run_id: str) -> list[Record]:
+        """The records that start the run `run_id`, in seq order: its AgentRunStarted and, for a
+        fork, the ForkedFrom before it. They name the stream its history lives in.
+
+        The SQL backends answer from an index, so this costs the records found, not the log.
+        """
+        return [r for r in self.read_all(types=RUN_START_TYPES) if r.data.get("run_id") == run_id]
 
     def seq_at(self, when: datetime) -> int:
         """The last seq recorded at or before `when` (0 if none), by a binary search over seq.

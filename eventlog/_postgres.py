@@ -15,13 +15,13 @@ import psycopg
 from psycopg import sql
 
 from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records, settle_refused
-from ._chain import Hasher
+from ._chain import Hasher, record_from_row
 from ._clock import Clock, to_micros
 from ._errors import IdempotencyConflict, ReadOnlyDatabaseError, StorageError
 from ._import import ImportTarget
 from ._log import EventLog
 from ._pgconn import Conn, Connector, Listener, ReaderPool, usable
-from ._record import GENESIS_HASH, Record, expectation_holds
+from ._record import GENESIS_HASH, RUN_START_FILTER, Record, expectation_holds
 from ._sqlreads import COLUMNS, SQLReads
 
 _STREAM_VERSION = "SELECT MAX(version) FROM events WHERE stream = %s"
@@ -53,7 +53,23 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             "INSERT INTO events_writer (id) VALUES (1)",
         ),
     ),
+    (
+        "0002_run_starts_index",
+        (
+            # An index expression must be IMMUTABLE; convert_from is only STABLE because of its
+            # encoding name, which is fixed here.
+            "CREATE FUNCTION flightlog_run_id(data BYTEA) RETURNS TEXT LANGUAGE sql IMMUTABLE "
+            "PARALLEL SAFE AS $$ SELECT convert_from(data, 'UTF8')::jsonb ->> 'run_id' $$",
+            f"CREATE INDEX events_run_starts ON events (flightlog_run_id(data)) WHERE {RUN_START_FILTER}",
+        ),
+    ),
 ]
+# Migrations a read-only open may do without: they only add an index, and reads are answered
+# without it (more slowly).
+_READ_OPTIONAL = frozenset({"0002_run_starts_index"})
+RUN_STARTS_QUERY = (
+    f"SELECT {COLUMNS} FROM events WHERE {RUN_START_FILTER} AND flightlog_run_id(data) = %s ORDER BY seq"
+)
 # A writer that stops inside its transaction (a GC stall, a frozen VM, SIGSTOP) would hold the
 # writer row until it resumed: its session is ended by the server once it has sat idle in the
 # transaction this long, and a writer waiting for the row gives up after as long and tries
@@ -96,6 +112,7 @@ class PostgresLog(SQLReads, EventLog):
         self._write_lock = threading.Lock()
         self._listener_lock = threading.Lock()
         self._listener: Listener | None = None
+        self._run_index = True  # a read-only open of a log not yet migrated reads without it
         self._writer: Conn | None = None if readonly else self._connect_writer()
         conn = self._writer or self._connector.connect()
         try:
@@ -117,7 +134,9 @@ class PostgresLog(SQLReads, EventLog):
         schema = _scalar(conn, "SELECT current_schema()")
         if schema is None or _scalar(conn, "SELECT to_regclass('events')") is None:
             raise StorageError(self.url, "opened read-only, and there is no log on its search_path")
-        if pending := _pending(conn):
+        pending = _pending(conn)
+        self._run_index = "0002_run_starts_index" not in pending
+        if pending := [name for name in pending if name not in _READ_OPTIONAL]:
             raise StorageError(
                 self.url,
                 f"opened read-only, and the log needs migrations {', '.join(pending)}: open it writable once",
@@ -125,6 +144,11 @@ class PostgresLog(SQLReads, EventLog):
         return str(schema)
 
     # -- the EventLog contract -------------------------------------------------------------
+
+    def run_starts(self, run_id: str) -> list[Record]:
+        if not self._run_index:
+            return super().run_starts(run_id)
+        return list(map(record_from_row, self._query(RUN_STARTS_QUERY, (run_id,))))
 
     def follow(
         self,

@@ -15,6 +15,10 @@ import orjson
 from ._clock import from_micros
 from ._errors import StreamNameError
 
+# The records that start a run and name the stream its history lives in; the SQL backends
+# index them by run id (`EventLog.run_starts`).
+RUN_START_TYPES = ("AgentRunStarted", "ForkedFrom")
+RUN_START_FILTER = "type IN (" + ", ".join(f"'{t}'" for t in RUN_START_TYPES) + ")"
 GENESIS_HASH = "0" * 64
 
 

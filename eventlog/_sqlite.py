@@ -26,6 +26,7 @@ from ._sqlite_ro import ReadOnlyOpen
 from ._sqlite_ro import uri as readonly_uri
 from ._sqlite_row import (
     INSERT,
+    RUN_STARTS_QUERY,
     STORED,
     hashes_before_query,
     hashes_by_seq,
@@ -244,6 +245,11 @@ class SQLiteLog(SQLReads, EventLog):
             return super().head()
         rows = self._query("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
         return Head(rows[0][0], _hex(rows[0][1])) if rows else Head(0, GENESIS_HASH)
+
+    def run_starts(self, run_id: str) -> list[Record]:
+        if not self._lean:  # the first row keeps data as a BLOB, which json_extract refuses
+            return super().run_starts(run_id)
+        return records(self._query(RUN_STARTS_QUERY, (run_id,)), self._hashes_before)
 
     # -- the EventLog contract -------------------------------------------------------------
 

@@ -5,6 +5,7 @@ meta as BLOBs, and a `prev_hash` column. `0002_lean_row` converts such a log in 
 the migration's one transaction, to the row `_sqlite_row` describes: every record keeps its
 seq, version, event id, time, data, meta and hash, so the chain and any anchor kept
 elsewhere still verify. A long conversion shows a progress bar on a terminal.
+`0003_run_starts_index` indexes the records that start a run by its id.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
 from ._record import event_key
-from ._sqlite_row import CREATE_TABLE, CREATE_VIEW, INSERT
+from ._sqlite_row import CREATE_RUN_STARTS_INDEX, CREATE_TABLE, CREATE_VIEW, INSERT
 
 migrations = Migrations("flightlog.eventlog")
 
@@ -58,6 +59,11 @@ def _lean_row(db: Database) -> None:
     with Progress(transient=True) as bar:
         task = bar.add_task("converting the log to the lean row", total=total)
         convert_to_lean(db.conn, lambda done: bar.update(task, completed=done))
+
+
+@migrations(name="0003_run_starts_index")
+def _run_starts_index(db: Database) -> None:
+    db.execute(CREATE_RUN_STARTS_INDEX)
 
 
 def convert_to_lean(conn: Any, progress: Callable[[int], object] | None = None) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ._append import EncodedEvent, Row
-from ._record import GENESIS_HASH, Record, uuid_text
+from ._record import GENESIS_HASH, RUN_START_FILTER, Record, uuid_text
 
 # What a reader selects, in the order the row-to-record code below unpacks it.
 STORED = "seq, stream, version, type, schema, data, CAST(meta AS BLOB), event_id, recorded_at, hash"
@@ -43,6 +43,12 @@ CREATE_TABLE = """
         UNIQUE (stream, version)
     )
 """
+
+# The records that start a run, by run id (`EventLog.run_starts`). A query uses this partial
+# index only when it repeats the index's expression and filter word for word.
+RUN_ID = "json_extract(data, '$.run_id')"
+CREATE_RUN_STARTS_INDEX = f"CREATE INDEX events_run_starts ON events ({RUN_ID}) WHERE {RUN_START_FILTER}"
+RUN_STARTS_QUERY = f"SELECT {STORED} FROM events WHERE {RUN_START_FILTER} AND {RUN_ID} = ? ORDER BY seq"
 
 _HEX_ID = "lower(hex(event_id))"
 CREATE_VIEW = f"""

@@ -288,12 +288,17 @@ class Views:
         return moments
 
     def _current_agent_run(self, run_id: str) -> AgentRun | None:
-        """The run as the log knows it now (run ids are never reused, so this locates its stream)."""
+        """The run as the log knows it now, for its stream and first seq (run ids are never
+        reused, so this locates its stream).
+
+        Not following the log yet, it folds only the records that start this run (an indexed
+        lookup): the stream and first seq are all they decide, so the status is left out.
+        """
         if self.runner.started:
             return self.agent_run(run_id)
-        # Not following the log yet: fold just this small view, not every view.
-        head = self.log.head().seq
-        row: AgentRun | None = self.runner.fold_until(head, ["agent_runs"])["agent_runs"].get(run_id)
+        view = self.runner.views["agent_runs"]
+        state = fold_records([view], self.log.run_starts(run_id), {view.name: view.initial()})
+        row: AgentRun | None = state[view.name].get(run_id)
         return row
 
     # -- agent sessions and projects -------------------------------------------------------

@@ -252,7 +252,8 @@ def test_logs_opening_at_once_migrate_once(open_pg, url):
     logs[0].append("run-1", [NewEvent("TaskRegistered")])
     assert all(log.head().seq == 1 for log in logs)
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT name FROM schema_migrations").fetchall() == [("0001_create_events",)]
+        names = conn.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()
+        assert names == [("0001_create_events",), ("0002_run_starts_index",)]
 
 
 def test_a_read_only_connection_refuses_appends_with_a_typed_error(open_pg, url):
@@ -408,3 +409,31 @@ def test_a_log_outlives_connections_the_server_dropped(open_pg, url):
         if follower is not None:
             follower.close()
         log.close()
+
+
+def test_run_starts_come_from_an_index_and_a_read_only_open_reads_without_it(open_pg, url):
+    from datetime import UTC, datetime
+
+    from eventlog import encode
+    from eventlog._postgres import RUN_STARTS_QUERY
+    from eventlog.events import AgentRunStarted
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    log = open_pg()
+    log.append(
+        "controller-c1", [encode(AgentRunStarted(f"r{i}", "c1", "s1", "t", "p", at)) for i in range(50)]
+    )
+    with log._readers.connection() as conn:
+        conn.execute("SET enable_seqscan = off")
+        plan = conn.execute(f"EXPLAIN {RUN_STARTS_QUERY}", ("r7",)).fetchall()
+        conn.execute("RESET enable_seqscan")
+    assert "events_run_starts" in str(plan), plan
+    assert [r.data["run_id"] for r in log.run_starts("r7")] == ["r7"]
+    with log._readers.connection() as conn:  # as a log made before the index was
+        conn.execute("DROP INDEX events_run_starts")
+        conn.execute("DROP FUNCTION flightlog_run_id(bytea)")
+        conn.execute("DELETE FROM schema_migrations WHERE name = '0002_run_starts_index'")
+    reader = open_pg(readonly=True)
+    assert [r.seq for r in reader.run_starts("r7")] == [8]
+    open_pg().close()  # a writable open adds the index
+    assert [r.seq for r in open_pg(readonly=True).run_starts("r7")] == [8]

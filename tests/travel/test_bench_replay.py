@@ -21,10 +21,11 @@ def test_bench_replay_reports_figures_and_targets(tmp_path):
     assert figures["events"] == 1_000
     assert figures["raw_read_events_per_s"] > 0
     assert figures["rebuild_events_per_s"] > 0
-    for key in ("travel_global_ms", "travel_global_cold_ms", "timeline_ms"):
+    for key in ("travel_global_ms", "travel_global_cold_ms", "timeline_ms", "offline_timeline_ms"):
         assert 0 <= figures[key]["p50"] <= figures[key]["p99"] <= figures[key]["max"]
     assert set(report["targets"]) == {
-        "rebuild_vs_raw", "travel_global_p99_ms", "timeline_p99_ms", "rebuild_peak_rss_mb",
+        "rebuild_vs_raw", "travel_global_p99_ms", "timeline_p99_ms", "offline_timeline_p99_ms",
+        "rebuild_peak_rss_mb",
     }  # fmt: skip
     for target in report["targets"].values():
         assert isinstance(target["pass"], bool)

@@ -45,6 +45,7 @@ TARGETS = [
     ("rebuild_vs_raw", "rebuild all views / raw SELECT + orjson.loads (CPU)", "ratio", ">=", 0.35),
     ("travel_global_p99_ms", "travel to a random seq, global views, p99", "ms", "<=", 100.0),
     ("timeline_p99_ms", "one run's timeline at one of its events, p99", "ms", "<=", 10.0),
+    ("offline_timeline_p99_ms", "the same from a new Views that has not caught up, p99", "ms", "<=", 10.0),
     ("rebuild_peak_rss_mb", "peak RSS during the rebuild", "MB", "<=", 300.0),
 ]
 
@@ -150,11 +151,18 @@ def child(path: str, sizes: Sizes) -> dict[str, Any]:
 
     runs = views.agent_runs()
 
-    def trip(run_id: str, stream: str) -> float:
+    def trip(run_id: str, stream: str, offline: bool = False) -> float:
         seq = rng.choice([r.seq for r in log.read(stream) if r.data.get("run_id") == run_id])
+        if offline:  # a reader that has not caught up: it must find the run's stream by itself
+            cpu = time.thread_time()
+            wall = timed(lambda: Views(log).timeline(run_id, at=seq))
+            offline_cpu.append(time.thread_time() - cpu)
+            return wall
         return timed(lambda: views.timeline(run_id, at=seq))
 
+    offline_cpu: list[float] = []
     trips = [trip(r.run_id, r.stream) for r in (rng.choice(runs) for _ in range(sizes.timelines))]
+    offline = [trip(r.run_id, r.stream, True) for r in (rng.choice(runs) for _ in range(sizes.timelines))]
     views.log.close()
     raw_best = max(raws, key=lambda r: r.cpu)
     rebuild_best = max(rebuilds, key=lambda r: r.cpu)
@@ -173,6 +181,8 @@ def child(path: str, sizes: Sizes) -> dict[str, Any]:
         "travel_global_cpu_ms": percentiles([c for _, c in warm]),
         "travel_global_cold_ms": percentiles(cold),
         "timeline_ms": percentiles(trips),
+        "offline_timeline_ms": percentiles(offline),
+        "offline_timeline_cpu_ms": percentiles(offline_cpu),
         "reopen_from_snapshots_s": round(reopen, 3),
         "snapshots_stored": len(stored),
         "snapshot_bytes": sum(s.size for s in stored),
@@ -233,6 +243,7 @@ def run(sizes: Sizes, path: str, advance: Callable[[str, int, int], object]) -> 
     figures["rebuild_vs_raw"] = round(figures["rebuild_events_per_s"] / figures["raw_read_events_per_s"], 3)
     figures["travel_global_p99_ms"] = figures["travel_global_ms"]["p99"]
     figures["timeline_p99_ms"] = figures["timeline_ms"]["p99"]
+    figures["offline_timeline_p99_ms"] = figures["offline_timeline_ms"]["p99"]
     targets = {}
     for key, label, unit, op, target in TARGETS:
         value = figures[key]
@@ -282,6 +293,8 @@ def _report(result: dict[str, Any]) -> None:
         ("  the same in CPU time of the travelling thread", _ms(fig["travel_global_cpu_ms"])),
         ("travel, global views, cold (new Views) p50 / p99", _ms(fig["travel_global_cold_ms"])),
         ("one run's timeline at one of its events p50 / p99", _ms(fig["timeline_ms"])),
+        ("  the same from a new Views, not caught up, p50 / p99", _ms(fig["offline_timeline_ms"])),
+        ("  … in CPU time of the reading thread", _ms(fig["offline_timeline_cpu_ms"])),
         ("reopen: catch up from stored snapshots", f"{fig['reopen_from_snapshots_s']:.3f} s"),
         (
             "snapshots stored / their JSON size",
