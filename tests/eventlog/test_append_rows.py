@@ -4,6 +4,7 @@ the canonical bytes a hash covers, the NewEvent a catalogue event encodes to, UU
 from __future__ import annotations
 
 import itertools
+import os
 
 import orjson
 import pytest
@@ -87,3 +88,22 @@ def test_records_of_rows_are_records():
         1, "run-1", 1, "X", 1, {"b": 1}, b'{"m":2}', ev.event_id, 5, GENESIS_HASH, rows[0][10]
     )
     assert record.meta == {"m": 2}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_hand_out_its_parents_random_bits():
+    new_event_keys(1)  # the pool now holds bytes the parent has not handed out yet
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, then out without running the parent's cleanup
+        os.write(write_end, b"".join(new_event_keys(8)))
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        theirs = f.read()
+    os.waitpid(pid, 0)
+    mine = b"".join(new_event_keys(8))
+    assert len(theirs) == len(mine) == 128
+    assert {theirs[i + 6 : i + 16] for i in range(0, 128, 16)}.isdisjoint(
+        mine[i + 6 : i + 16] for i in range(0, 128, 16)
+    )
