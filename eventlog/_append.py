@@ -73,8 +73,7 @@ def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
             if e is None:
                 type_name, schema, data = event_fields(ev)  # raises UnknownEventType
             else:
-                type_name, schema = e.cls.type_name, e.cls.schema
-                data = {name: getattr(ev, name) for name in e.fields}
+                type_name, schema, data = e.cls.type_name, e.cls.schema, e.data_of(ev)
             if keys is None:
                 keys = iter(new_event_keys(len(batch) - i))
             key = next(keys)
