@@ -151,3 +151,36 @@ def test_sixteen_threads_each_hear_their_own_result(tmp_path):
     assert seqs == list(range(1, 16 * 25 + 1))
     assert log.verify().ok
     log.close()
+
+
+def test_the_callers_of_a_written_group_are_gathered_into_the_next(tmp_path):
+    """Eight threads appending in a loop: after the first group, every group holds all eight."""
+    threads, rounds = 8, 12
+    with open_log(str(tmp_path / "log.db")) as log:
+        log.GATHER_SECONDS = 0.5  # type: ignore[misc]  # a wait on a condition, not a sleep
+        sizes: list[int] = []
+        write_batch = log._write_batch
+
+        def recording(batch):  # type: ignore[no-untyped-def]
+            sizes.append(len(batch))
+            write_batch(batch)
+
+        log._write_batch = recording  # type: ignore[method-assign]
+        start = threading.Barrier(threads)
+
+        def appender(t: int) -> None:
+            start.wait()
+            for n in range(rounds):
+                log.append(f"run-{t}", [NewEvent("Noted", {"n": n})], expect=n)
+
+        workers = [threading.Thread(target=appender, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(WAIT)
+        assert not any(w.is_alive() for w in workers)
+        assert sum(sizes) == threads * rounds
+        # Without gathering: [1, 8, 1, 8, ...], twice the groups. The first caller is one
+        # group ahead of the rest, so the last group waits out GATHER_SECONDS for it.
+        assert len(sizes) <= rounds + 2, sizes
+        assert log.verify().ok
