@@ -77,8 +77,7 @@ def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
             if keys is None:
                 keys = iter(new_event_keys(len(batch) - i))
             key = next(keys)
-            x = key.hex()
-            event_id = f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
+            event_id = f"{key[:4].hex()}-{key[4:10].hex('-', 2)}-{key[10:].hex()}"  # uuid_text
             if ids is not None:
                 ids.add(event_id)
             out.append(EncodedEvent(type_name, schema, dumps(data, option=_SORT), _NO_META, event_id, key))

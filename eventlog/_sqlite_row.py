@@ -131,7 +131,7 @@ def records(rows: list[Any], hashes_before: Lookup) -> list[Record]:
                 sc,
                 loads(d),
                 m,  # CAST(meta AS BLOB): bytes, whatever a hand edit stored
-                f"{(x := e.hex())[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}" if type(e) is bytes else e,
+                f"{e[:4].hex()}-{e[4:10].hex('-', 2)}-{e[10:].hex()}" if type(e) is bytes else e,
                 r,
                 p,
                 h,
@@ -157,7 +157,7 @@ def logical_rows(rows: list[Any], hashes_before: Lookup) -> list[Row]:
             sc,
             d.encode() if type(d) is str else bytes(d),
             m,
-            f"{(x := e.hex())[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}" if type(e) is bytes else e,
+            f"{e[:4].hex()}-{e[4:10].hex('-', 2)}-{e[10:].hex()}" if type(e) is bytes else e,
             r,
             p,
             h,

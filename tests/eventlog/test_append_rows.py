@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import uuid
 
 import orjson
 import pytest
@@ -107,3 +108,8 @@ def test_a_forked_child_does_not_hand_out_its_parents_random_bits():
     assert {theirs[i + 6 : i + 16] for i in range(0, 128, 16)}.isdisjoint(
         mine[i + 6 : i + 16] for i in range(0, 128, 16)
     )
+
+
+@given(raw=st.binary(min_size=16, max_size=16))
+def test_uuid_text_is_the_canonical_form(raw):
+    assert uuid_text(raw) == str(uuid.UUID(bytes=raw))
