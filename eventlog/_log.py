@@ -92,8 +92,17 @@ class EventLog(abc.ABC):
         # A leader's request is always first in the queue (the lead passes to the oldest
         # waiting request, and nobody leads an empty queue), so its group holds it.
         while not req.done:
+            successor = None
             with self._cond:
-                self._gather()
+                try:
+                    self._gather()
+                except BaseException:  # an interrupt while gathering: nothing of it is written
+                    self._queue.remove(req)
+                    successor = self._hand_on()
+                    raise
+                finally:
+                    if successor is not None:
+                        successor.release()
                 batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
                 self._appenders = len(batch)
             self._lead(batch)
