@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import orjson
 
-from ._catalogue import Event, is_catalogued
-from ._chain import Hasher, canonical_bytes
+from ._catalogue import _CATALOGUE, Event, is_catalogued
+from ._chain import Hasher
 from ._codec import decode_data, encode, event_fields
 from ._errors import ConcurrencyError, EventShapeError, IdempotencyConflict, UnknownEventType
-from ._record import ExpectedVersion, NewEvent, Record, event_key, new_event_key, uuid_text
+from ._record import ExpectedVersion, NewEvent, Record, event_key, new_event_keys
 
 _SORT = orjson.OPT_SORT_KEYS
 _NO_META = orjson.dumps({}, option=_SORT)
@@ -59,23 +59,34 @@ def check_catalogue_shape(new: NewEvent) -> None:
 
 
 def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
-    out = []
-    ids: set[str] = set()
-    for ev in events:
+    out: list[EncodedEvent] = []
+    ids: set[str] | None = None  # the ids so far, made once a NewEvent may repeat one
+    keys: Iterator[bytes] | None = None
+    batch = events if isinstance(events, list) else list(events)
+    dumps = orjson.dumps
+    for i, ev in enumerate(batch):
         if isinstance(ev, Event):
-            # The bytes encode(ev) would give, without building the NewEvent in between. A
-            # fresh id cannot repeat one in the batch; it is noted in case a NewEvent does.
-            type_name, schema, data = event_fields(ev)
-            key = new_event_key()
-            event_id = uuid_text(key)
-            ids.add(event_id)
-            out.append(
-                EncodedEvent(type_name, schema, orjson.dumps(data, option=_SORT), _NO_META, event_id, key)
-            )
+            # The bytes encode(ev) would give, without building the NewEvent in between,
+            # inline: a batch append runs this once per event. A fresh id cannot repeat one
+            # in the batch; it is noted in case a NewEvent later does.
+            e = _CATALOGUE.get(type(ev).type_name)
+            if e is None:
+                type_name, schema, data = event_fields(ev)  # raises UnknownEventType
+            else:
+                type_name, schema, data = e.cls.type_name, e.cls.schema, e.data_of(ev)
+            if keys is None:
+                keys = iter(new_event_keys(len(batch) - i))
+            key = next(keys)
+            event_id = f"{key[:4].hex()}-{key[4:10].hex('-', 2)}-{key[10:].hex()}"  # uuid_text
+            if ids is not None:
+                ids.add(event_id)
+            out.append(EncodedEvent(type_name, schema, dumps(data, option=_SORT), _NO_META, event_id, key))
             continue
         new = ev if isinstance(ev, NewEvent) else encode(ev)
         if not isinstance(new, NewEvent):
             raise TypeError(f"cannot append {type(ev).__name__}: not a NewEvent or catalogue event")
+        if ids is None:
+            ids = {e.event_id for e in out}
         # Caught here, not by UNIQUE(event_id): that would fail the whole group-commit transaction.
         if str(new.event_id) in ids:
             raise ValueError(f"event_id {new.event_id} appears twice in one batch")
@@ -86,8 +97,8 @@ def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
             EncodedEvent(
                 new.type,
                 int(new.schema),
-                orjson.dumps(new.data, option=_SORT),
-                orjson.dumps(new.meta, option=_SORT),
+                dumps(new.data, option=_SORT),
+                dumps(new.meta, option=_SORT),
                 event_id,
                 event_key(event_id),
             )
@@ -111,45 +122,29 @@ def chain_rows(
     rows: list[Row] = []
     seq, prev = head_seq, head_hash
     version = start_version
+    dumps = orjson.dumps
     for ev in events:
         seq += 1
         version += 1
-        body = canonical_bytes(
-            seq,
-            stream,
-            version,
-            ev.type,
-            ev.schema,
-            ev.data_json,
-            ev.meta_json,
-            ev.event_id,
-            recorded_us,
-        )
-        h = hasher(prev, body)
-        rows.append(
-            (
-                seq,
-                stream,
-                version,
-                ev.type,
-                ev.schema,
-                ev.data_json,
-                ev.meta_json,
-                ev.event_id,
-                recorded_us,
-                prev,
-                h,
-            )
-        )
+        type_name, schema, data, meta, event_id = ev.type, ev.schema, ev.data_json, ev.meta_json, ev.event_id
+        # canonical_bytes, inline (an append runs this once per event); test_chain checks both agree.
+        header = dumps([seq, stream, version, type_name, schema, event_id, recorded_us])
+        h = hasher(prev, header + b"\x1e" + data + b"\x1e" + meta)
+        rows.append((seq, stream, version, type_name, schema, data, meta, event_id, recorded_us, prev, h))
         prev = h
     return rows
 
 
 def rows_to_records(rows: Iterable[Row]) -> list[Record]:
+    loads = orjson.loads
+    # tuple.__new__ builds the Record without NamedTuple's Python-level __new__.
     return [
-        Record(r[0], r[1], r[2], r[3], r[4], orjson.loads(r[5]), bytes(r[6]), r[7], r[8], r[9], r[10])
-        for r in rows
+        _new_tuple(Record, (s, st, v, t, sc, loads(d), m if type(m) is bytes else bytes(m), e, r, p, h))
+        for s, st, v, t, sc, d, m, e, r, p, h in rows
     ]
+
+
+_new_tuple = tuple.__new__
 
 
 def resolve_retry(stream: str, events: Sequence[EncodedEvent], stored: dict[str, Row]) -> list[Record] | None:

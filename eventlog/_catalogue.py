@@ -29,6 +29,8 @@ class _Entry:
     fields: tuple[str, ...]
     datetimes: frozenset[str]
     tuples: frozenset[str]
+    # The event's fields as a dict, as `encode` stores them (see _to_data).
+    data_of: Callable[[Any], dict[str, Any]]
     # Builds the event from stored data holding exactly its fields, or returns None (see
     # _from_data); None when the class has a __post_init__ that must run.
     make: Callable[[dict[str, Any]], Event | None] | None = None
@@ -54,7 +56,7 @@ def event(type_name: str, schema: int = 1) -> Callable[[type[E]], type[E]]:
         datetimes = frozenset(n for n in names if _is(hints[n], datetime))
         tuples = frozenset(n for n in names if _is(hints[n], tuple))
         make = None if hasattr(cls, "__post_init__") else _from_data(cls, names, datetimes, tuples)
-        _CATALOGUE[type_name] = _Entry(cls, names, datetimes, tuples, make, schema)
+        _CATALOGUE[type_name] = _Entry(cls, names, datetimes, tuples, _to_data(cls, names), make, schema)
         return cls
 
     return register
@@ -107,6 +109,18 @@ def _from_data(
     make: Callable[[dict[str, Any]], E | None] = namespace["make"]
     make.__qualname__ = make.__name__ = f"{cls.__name__}_from_data"
     return make
+
+
+def _to_data(cls: type, names: tuple[str, ...]) -> Callable[[Any], dict[str, Any]]:
+    """A function giving an event's fields as a dict: one dict display of attribute reads,
+    which costs less than half of `{n: getattr(event, n) for n in names}` (an append runs
+    it once per event)."""
+    items = ", ".join(f"{name!r}: e.{name}" for name in names)
+    namespace: dict[str, Any] = {}
+    exec(f"def data_of(e):\n    return {{{items}}}\n", namespace)  # only field names go in
+    data_of: Callable[[Any], dict[str, Any]] = namespace["data_of"]
+    data_of.__qualname__ = data_of.__name__ = f"{cls.__name__}_data"
+    return data_of
 
 
 def stored_datetime(value: Any) -> Any:

@@ -23,7 +23,7 @@ def encode(event: Event, *, meta: dict[str, Any] | None = None, event_id: str | 
 def event_fields(event: Event) -> tuple[str, int, dict[str, Any]]:
     """A catalogue event's type name, schema and data, as `encode` stores them."""
     e = entry(type(event).type_name)
-    return e.cls.type_name, e.cls.schema, {name: getattr(event, name) for name in e.fields}
+    return e.cls.type_name, e.cls.schema, e.data_of(event)
 
 
 def decode(record: Record) -> Event:

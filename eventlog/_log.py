@@ -43,6 +43,8 @@ class EventLog(abc.ABC):
     """
 
     url: str
+    # How long a group waits at most for the callers of the last one to queue again (_gather).
+    GATHER_SECONDS = 0.001
 
     def __init__(self, *, clock: Clock | None = None, hmac_key: bytes | None = None) -> None:
         self.clock: Clock = clock or SystemClock()
@@ -51,6 +53,8 @@ class EventLog(abc.ABC):
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[AppendRequest] = []
         self._leader = False
+        self._appenders = 0  # callers in the last group and queued when it was written
+        self._gathering = 0  # while a leader gathers: the queue length it waits for
         self._closed = False
         self._commits = threading.Condition(threading.Lock())
         self._wakeups = 0  # counts _wake_followers calls, guarded by _commits
@@ -79,6 +83,8 @@ class EventLog(abc.ABC):
         self._check_open()
         with self._cond:
             self._queue.append(req)
+            if self._gathering and len(self._queue) >= self._gathering:
+                self._cond.notify_all()  # the leader gathering a group (see _gather)
             lead = not self._leader
             if not lead:
                 req.wake = threading.Lock()
@@ -96,8 +102,19 @@ class EventLog(abc.ABC):
         # A leader's request is always first in the queue (the lead passes to the oldest
         # waiting request, and nobody leads an empty queue), so its group holds it.
         while not req.done:
+            successor = None
             with self._cond:
+                try:
+                    self._gather()
+                except BaseException:  # an interrupt while gathering: nothing of it is written
+                    self._queue.remove(req)
+                    successor = self._hand_on()
+                    raise
+                finally:
+                    if successor is not None:
+                        successor.release()
                 batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
+                self._appenders = len(batch)
             self._lead(batch)
         if req.error is not None:
             raise req.error
@@ -124,12 +141,31 @@ class EventLog(abc.ABC):
                     r.done = True
                 for r, after in itertools.pairwise(waiting):
                     r.chain = after.wake
+                self._appenders += len(self._queue)
                 successor = self._hand_on()
             if waiting:
                 waiting[0].wake.release()  # type: ignore[union-attr]
             if successor is not None:
                 successor.release()
             self._wake_followers()
+
+    def _gather(self) -> None:
+        """Before a group is taken, wait (at most GATHER_SECONDS) until as many callers are
+        queued as appended around the last one; call with `_cond` held.
+
+        The callers of the group just written are still waking up: without this, the next
+        group leaves without them and they form the one after, so many appending threads
+        split into two halves taking turns, twice the commits for the same appends. One
+        caller appending alone never waits (it was the only one around the last group).
+        """
+        want = min(self._appenders, MAX_GROUP)
+        if len(self._queue) >= want:
+            return
+        self._gathering = want
+        try:
+            self._cond.wait_for(lambda: len(self._queue) >= want, self.GATHER_SECONDS)
+        finally:
+            self._gathering = 0
 
     def _hand_on(self) -> threading.Lock | None:
         """Pass the lead to the oldest queued request, or end it; call with `_cond` held.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -71,14 +72,55 @@ def new_event_key() -> bytes:
     append write several times as many pages. The wall clock here only orders ids: nothing
     reads a time back from an event id (recorded_at comes from the injected Clock).
     """
-    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
-    return (value & _V7_CLEAR | _V7_SET).to_bytes(16, "big")
+    return new_event_keys(1)[0]
+
+
+def new_event_keys(n: int) -> list[bytes]:
+    """`n` fresh UUIDv7s (see `new_event_key`), with one clock read and one call for the
+    random bits of them all: a batch append takes an id per event."""
+    ms = (time.time_ns() // 1_000_000) << 80
+    rand = _random_bytes(10 * n)
+    from_bytes = int.from_bytes
+    return [
+        ((ms | from_bytes(rand[i : i + 10], "big")) & _V7_CLEAR | _V7_SET).to_bytes(16, "big")
+        for i in range(0, 10 * n, 10)
+    ]
+
+
+_POOL_SIZE = 4096
+_pool = [b""]  # random bytes not yet handed out
+_pool_lock = threading.Lock()
+
+
+def _random_bytes(n: int) -> bytes:
+    """`n` bytes from the OS's CSPRNG, drawn a few KiB at a time.
+
+    One os.urandom call per append was one more point where the appending thread gave up
+    the GIL and had to win it back: with many threads appending, that wait showed as an
+    eighth of the time. A child process starts with an empty pool (see below), so no two
+    processes hand out the same bytes.
+    """
+    with _pool_lock:
+        buf = _pool[0]
+        if len(buf) < n:
+            buf = os.urandom(max(_POOL_SIZE, n))
+        _pool[0] = buf[n:]
+    return buf[:n]
+
+
+def _empty_pool() -> None:
+    _pool[0] = b""
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_empty_pool)
 
 
 def uuid_text(raw: bytes) -> str:
     """16 bytes as a UUID's canonical text: lower-case hex, hyphenated 8-4-4-4-12."""
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    # The middle three groups are 6 bytes in pairs: one hex call with a separator, which
+    # costs a quarter less than slicing the whole hex five ways.
+    return f"{raw[:4].hex()}-{raw[4:10].hex('-', 2)}-{raw[10:].hex()}"
 
 
 def event_key(event_id: str) -> bytes | str:

@@ -41,8 +41,11 @@ from ._sqlreads import NO_UPPER_BOUND, SQLReads
 MAX_IDLE_READERS = 8
 
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
-# The page size of a new file; an existing file keeps its own.
-PAGE_SIZE = 4096
+# The page size of a new file; an existing file keeps its own. WAL writes whole pages, and a
+# commit rewrites at least the last page of the table and of each index: at 2 KiB a single
+# durable append writes ~7.5 KB instead of ~13 KB, a batch of 100 a fifth less, for the same
+# read rate (bench log, and larger payloads measured alike).
+PAGE_SIZE = 2048
 
 
 class SQLiteLog(SQLReads, EventLog):

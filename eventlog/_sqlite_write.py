@@ -83,8 +83,8 @@ def write_fast(
     and whenever the group cannot be written this way (no known head, a stream version not
     known, an expectation that does not hold, too many rows), nothing is written and False
     is returned: the caller writes the group in a transaction, which settles every case.
-    A stream not known is taken to be new only when the caller expects NO_STREAM: if it
-    exists, its version 1 is taken and the INSERT fails.
+    A stream not known is taken to be new only when the caller expects NO_STREAM or version
+    0: if it exists, its version 1 is taken and the INSERT fails.
     """
     head = known.head
     if head is None:
@@ -99,7 +99,7 @@ def write_fast(
         if version is None:
             version = known.versions.get(req.stream)
         if version is None:
-            if req.expect is not NO_STREAM:
+            if req.expect is not NO_STREAM and req.expect != 0:
                 return False
             version = 0
         if not expectation_holds(req.expect, version) or not req.events:

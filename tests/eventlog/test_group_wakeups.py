@@ -151,3 +151,71 @@ def test_sixteen_threads_each_hear_their_own_result(tmp_path):
     assert seqs == list(range(1, 16 * 25 + 1))
     assert log.verify().ok
     log.close()
+
+
+def test_the_callers_of_a_written_group_are_gathered_into_the_next(tmp_path):
+    """Eight threads appending in a loop: after the first group, every group holds all eight."""
+    threads, rounds = 8, 12
+    with open_log(str(tmp_path / "log.db")) as log:
+        log.GATHER_SECONDS = 0.5  # type: ignore[misc]  # a wait on a condition, not a sleep
+        sizes: list[int] = []
+        write_batch = log._write_batch
+
+        def recording(batch):  # type: ignore[no-untyped-def]
+            sizes.append(len(batch))
+            write_batch(batch)
+
+        log._write_batch = recording  # type: ignore[method-assign]
+        start = threading.Barrier(threads)
+
+        def appender(t: int) -> None:
+            start.wait()
+            for n in range(rounds):
+                log.append(f"run-{t}", [NewEvent("Noted", {"n": n})], expect=n)
+
+        workers = [threading.Thread(target=appender, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(WAIT)
+        assert not any(w.is_alive() for w in workers)
+        assert sum(sizes) == threads * rounds
+        # Without gathering: [1, 8, 1, 8, ...], twice the groups. The first caller is one
+        # group ahead of the rest, so the last group waits out GATHER_SECONDS for it.
+        assert len(sizes) <= rounds + 2, sizes
+        assert log.verify().ok
+
+
+def gathering(ident: int) -> bool:
+    """Whether thread `ident` is inside EventLog._gather, waiting for callers to queue."""
+    frame = sys._current_frames().get(ident)
+    while frame is not None:
+        if frame.f_code is EventLog._gather.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_a_leader_interrupted_while_gathering_passes_the_lead_on(tmp_path, interruptible):
+    main = threading.get_ident()
+    log = open_log(str(tmp_path / "log.db"))
+    log.GATHER_SECONDS = WAIT  # type: ignore[misc]
+    log._appenders = 3  # as if three callers had appended around the last group
+
+    def later() -> None:
+        wait_until(lambda: gathering(main), "this thread gathers")
+        signal.pthread_kill(main, signal.SIGINT)
+        wait_until(lambda: not gathering(main), "this thread stopped gathering")
+        log.GATHER_SECONDS = 0.0  # type: ignore[misc]  # this caller leads, not waiting for 3
+        log.append("s-b", [NewEvent("Noted", {"by": "b"})])
+
+    helper = threading.Thread(target=later, daemon=True)
+    helper.start()
+    with pytest.raises(Interrupted):
+        log.append("s-main", [NewEvent("Noted", {"by": "main"})])
+    helper.join(WAIT)
+    # Not closed if the lead was kept: close() would wait for it forever.
+    assert not helper.is_alive(), "the lead was never passed on"
+    assert [r.data["by"] for r in log.read_all()] == ["b"]  # the interrupted append is not written
+    assert log.verify().ok
+    log.close()

@@ -99,3 +99,19 @@ def test_the_conversion_reports_its_progress(old_log):
         assert convert_to_lean(conn, seen.append) == _anchor()[0]
         conn.execute("COMMIT")
     assert seen == [_anchor()[0]]
+
+
+def _page_size(path: Path) -> int:
+    with closing(sqlite3.connect(path)) as conn:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+def test_a_new_log_takes_small_pages_and_an_old_one_keeps_its_own(tmp_path, old_log):
+    with open_log(tmp_path / "new.db") as log:
+        log.append("run-1", [NewEvent("Started")])
+    assert _page_size(tmp_path / "new.db") == 2048
+    assert _page_size(old_log) == 4096  # the fixture's, as SQLite makes a file by default
+    with open_log(old_log) as log:  # migrated to the lean row, pages as they were
+        log.append("run-new", [NewEvent("Started")])
+        assert log.verify().ok
+    assert _page_size(old_log) == 4096

@@ -49,13 +49,14 @@ def test_a_foreign_commit_is_caught_and_the_append_chains_onto_it(two_logs):
     assert a.verify().ok
 
 
-def test_a_stream_another_writer_created_is_not_taken_for_new(two_logs):
+@pytest.mark.parametrize("new", [NO_STREAM, 0], ids=["NO_STREAM", "version 0"])
+def test_a_stream_another_writer_created_is_not_taken_for_new(two_logs, new):
     a, b = two_logs
     a.append("run-a", [NewEvent("Started")], expect=NO_STREAM)
     b.append("run-x", [NewEvent("Started")], expect=NO_STREAM)
     a.append("run-a", [NewEvent("Noted")], expect=1)  # a learns the head, not run-x's version
     with pytest.raises(ConcurrencyError):
-        a.append("run-x", [NewEvent("Again")], expect=NO_STREAM)
+        a.append("run-x", [NewEvent("Again")], expect=new)
     assert [r.type for r in a.read("run-x")] == ["Started"]
     assert a.verify().ok
 
@@ -95,3 +96,13 @@ def test_a_refused_statement_leaves_nothing_and_the_log_goes_on(two_logs):
     assert a.head().seq == 52
     assert a.verify().ok
     assert b.verify().ok
+
+
+def test_a_new_stream_expected_at_version_0_is_one_statement(tmp_path):
+    with open_log(str(tmp_path / "log.db")) as log:
+        log.append("run-1", [NewEvent("Started")], expect=NO_STREAM)  # learns the head
+        seen = statements(log)
+        [record] = log.append("run-2", [NewEvent("Started")], expect=0)
+        assert seen == ["INSERT"]
+        assert (record.seq, record.version) == (2, 1)
+        assert log.verify().ok

@@ -131,21 +131,32 @@ def _raw_connect(path: str) -> sqlite3.Connection:
 
 
 def raw_data(n: int) -> bytes:
-    """The `n`-th benchmark event's data as every side stores it: sorted-key orjson bytes."""
-    data = {"run_id": _RUN_ID, "n": n, "tool": "shell", "detail": "ls -la /tmp/workspace"}
-    return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+    """The `n`-th benchmark event's data as every side stores it: the event's fields as
+    sorted-key orjson bytes, taken from the event as flightlog and eventsourcing take them."""
+    ev = bench_event(n)
+    return orjson.dumps({f: getattr(ev, f) for f in _FIELDS}, option=orjson.OPT_SORT_KEYS)
 
 
-def raw_row(seq: int, stream: str, version: int, now_us: int) -> tuple[Any, ...]:
+def raw_decode(data: str | bytes) -> BenchEventRecorded:
+    """An event read back, as every side ends a read: its data loaded into the dataclass."""
+    return BenchEventRecorded(**orjson.loads(data))
+
+
+def raw_row(seq: int, stream: str, version: int, now_us: int, key: bytes) -> tuple[Any, ...]:
     """A row of the events table for raw sqlite3: the event of `seq`, placeholder hashes."""
     data = raw_data(seq - 1).decode()
-    return (seq, stream, version, "BenchEventRecorded", 1, data, "{}", _new_key(), now_us, _NO_HASH)
+    return (seq, stream, version, "BenchEventRecorded", 1, data, "{}", key, now_us, _NO_HASH)
 
 
-def _new_key() -> bytes:
-    """A UUIDv7's 16 bytes, made as flightlog makes its ids (time-ordered, as the index likes)."""
-    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
-    return (value & _V7_CLEAR | _V7_SET).to_bytes(16, "big")
+def new_keys(n: int) -> list[bytes]:
+    """`n` UUIDv7s' 16 bytes, made as flightlog makes a batch's ids (time-ordered, as the
+    index likes, with one clock read and one draw of random bits for them all)."""
+    ms = (time.time_ns() // 1_000_000) << 80
+    rand = os.urandom(10 * n)
+    return [
+        ((ms | int.from_bytes(rand[i : i + 10], "big")) & _V7_CLEAR | _V7_SET).to_bytes(16, "big")
+        for i in range(0, 10 * n, 10)
+    ]
 
 
 _V7_CLEAR = ~(0xF << 76 | 0x3 << 62)
@@ -153,8 +164,10 @@ _V7_SET = 0x7 << 76 | 0x2 << 62
 
 
 def _raw_rows(first: int, n: int, now_us: int) -> list[tuple[Any, ...]]:
+    keys = new_keys(n)
     return [
-        raw_row(seq, stream_name(seq), (seq - 1) % STREAM_LEN + 1, now_us) for seq in range(first, first + n)
+        raw_row(seq, stream_name(seq), (seq - 1) % STREAM_LEN + 1, now_us, keys[seq - first])
+        for seq in range(first, first + n)
     ]
 
 
@@ -195,13 +208,12 @@ def raw_append(path: str, total: int, per_txn: int, seconds: float) -> Measured:
 
 
 def raw_read_all(path: str) -> int:
-    """One SELECT of every column in seq order, `orjson.loads` of each data value."""
+    """One SELECT of every column in seq order, each data value loaded into the dataclass."""
     conn = sqlite3.connect(path)
     try:
-        loads = orjson.loads
         n = 0
         for row in conn.execute(f"SELECT {COLUMNS} FROM events ORDER BY seq"):
-            loads(row[5])
+            raw_decode(row[5])
             n += 1
         return n
     finally:
@@ -330,16 +342,10 @@ class Peer:
         return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(value, str(value))
 
     def stored(self, originator: uuid.UUID, version: int, n: int) -> Any:
-        ev = bench_event(n)
-        state = orjson.dumps({f: getattr(ev, f) for f in _FIELDS}, option=orjson.OPT_SORT_KEYS)
-        return self.stored_event(originator, version, TOPIC, state)
+        return self.stored_event(originator, version, TOPIC, raw_data(n))
 
     def close(self) -> None:
         self.datastore.close()
-
-
-def peer_decode(state: bytes) -> BenchEventRecorded:
-    return BenchEventRecorded(**orjson.loads(state))
 
 
 def peer_append(path: str, total: int, per_append: int, seconds: float) -> Measured:
@@ -394,7 +400,7 @@ def peer_read_all(peer: Peer) -> int:
     while True:
         page = peer.recorder.select_notifications(after + 1, PAGE)
         for notification in page:
-            peer_decode(notification.state)
+            raw_decode(notification.state)
         n += len(page)
         if len(page) < PAGE:
             break
@@ -403,7 +409,7 @@ def peer_read_all(peer: Peer) -> int:
 
 
 def peer_load(peer: Peer, originator: uuid.UUID) -> int:
-    return len([peer_decode(e.state) for e in peer.recorder.select_events(originator)])
+    return len([raw_decode(e.state) for e in peer.recorder.select_events(originator)])
 
 
 def repeat(load: Callable[[], int], times: int, seconds: float, *, warm: bool = True) -> Measured:
