@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import click
+import orjson
 
 from eventlog import EventLogError, open_log
 
@@ -86,7 +87,7 @@ def run(sizes: Sizes, parent: str | None, advance: Advance, pg_url: str | None =
             per = (after - before) / (measured[0] + w.BATCH)  # and the untimed first batch
             written[name] = min(written.get(name, per), per)
 
-    total_phases = sizes.rounds * 17 + 2 + (sizes.rounds * 5 + 1 if pg_url else 0)
+    total_phases = sizes.rounds * 18 + 2 + (sizes.rounds * 5 + 1 if pg_url else 0)
     steps = iter(range(1, total_phases + 1))
 
     def phase(name: str) -> None:
@@ -152,6 +153,9 @@ def run(sizes: Sizes, parent: str | None, advance: Advance, pg_url: str | None =
                 # Small logs are read several times, for a measurable time; a million once.
                 phase("full read: raw select + decode")
                 record("read_all.raw", w.repeat(lambda: w.raw_read_all(log_path), 50, s / 2, warm=False))
+                phase("full read: raw select + orjson.loads")
+                loads_only = functools.partial(w.raw_read_all, log_path, orjson.loads)
+                record("read_all_loads.raw", w.repeat(loads_only, 50, s / 2, warm=False))
                 phase("full read: flightlog read_all + decode")
                 record("read_all.flightlog", w.repeat(lambda: w.log_read_all(log), 50, s / 2, warm=False))
                 phase("full read: eventsourcing select_notifications + decode")

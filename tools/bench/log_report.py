@@ -29,8 +29,17 @@ RATIOS: dict[str, tuple[str, str, str, float]] = {
     "threads16_vs_eventsourcing": (
         "flightlog / eventsourcing, 16 threads", "threads16.flightlog", "threads16.eventsourcing", 6.0
     ),
+    "read_all_vs_raw_loads": (
+        "full read decoded / raw select + orjson.loads (as the target was set)",
+        "read_all.flightlog",
+        "read_all_loads.raw",
+        0.7,
+    ),
     "read_all_vs_raw_select": (
-        "full read decoded / raw select + decode", "read_all.flightlog", "read_all.raw", 0.7
+        "full read decoded / raw select + decode into the same dataclass",
+        "read_all.flightlog",
+        "read_all.raw",
+        0.7,
     ),
     "read_all_vs_eventsourcing": (
         "flightlog / eventsourcing, full read", "read_all.flightlog", "read_all.eventsourcing", 2.0
@@ -63,6 +72,7 @@ WORKLOADS = [
     ("batch100_first_row", f"batches of {w.BATCH}, the first row format"),
     ("threads16", f"{w.THREADS} threads, single events, own streams"),
     ("read_all", "full read, decoded"),
+    ("read_all_loads", "full read, orjson.loads only (raw)"),
     ("stream_load", f"load one {w.STREAM_LEN:,}-event stream, decoded"),
 ]
 SIDES = ("raw", "flightlog", "eventsourcing")

@@ -207,13 +207,14 @@ def raw_append(path: str, total: int, per_txn: int, seconds: float) -> Measured:
     return raw_transactions(_raw_connect(path), _INSERT, rows_for, total, seconds)
 
 
-def raw_read_all(path: str) -> int:
-    """One SELECT of every column in seq order, each data value loaded into the dataclass."""
+def raw_read_all(path: str, decode: Callable[[str | bytes], object] = raw_decode) -> int:
+    """One SELECT of every column in seq order, each data value decoded (by default loaded into
+    the dataclass; `orjson.loads` alone for the issue's original baseline)."""
     conn = sqlite3.connect(path)
     try:
         n = 0
         for row in conn.execute(f"SELECT {COLUMNS} FROM events ORDER BY seq"):
-            raw_decode(row[5])
+            decode(row[5])
             n += 1
         return n
     finally:
