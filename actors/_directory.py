@@ -16,6 +16,10 @@ from ._aggregate import Passivate
 # How long one ask may take before the caller hears about it; an actor that takes longer
 # is stuck (an append cannot take minutes), so failing loudly beats hanging forever.
 ASK_TIMEOUT = 120.0
+# Entries of actors that stopped by themselves (an approval once decided) are dropped when
+# the directory holds twice as many as the last time it looked, and at least this many: a
+# stopped actor's ref (its inbox, its locks) is not kept for the idle period.
+PRUNE_FROM = 64
 
 
 class Directory:
@@ -35,6 +39,7 @@ class Directory:
         self._used: dict[str, datetime] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._prune_at = PRUNE_FROM
 
     def ref(self, id: str) -> pykka.ActorRef[Any]:
         now = self._clock.now()
@@ -45,8 +50,17 @@ class Directory:
             if ref is None or not ref.is_alive():
                 ref = self._start(id)
                 self._refs[id] = ref
+                if len(self._refs) >= self._prune_at:
+                    self._drop_stopped()
             self._used[id] = now
             return ref
+
+    def _drop_stopped(self) -> None:
+        """Forget every actor that has stopped (under the lock); amortised over the starts."""
+        for id in [id for id, ref in self._refs.items() if not ref.is_alive()]:
+            del self._refs[id]
+            self._used.pop(id, None)
+        self._prune_at = max(PRUNE_FROM, 2 * len(self._refs))
 
     def peek(self, id: str) -> pykka.ActorRef[Any] | None:
         """The running actor for `id`, or None; starts nothing and does not count as a use."""

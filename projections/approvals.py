@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -146,13 +147,21 @@ def _fold(rows: dict[str, ApprovalRow], record: Record) -> ApprovalRow | None:
     return new
 
 
+def _shared(value: Any) -> Any:
+    """`value`, interned if it is a string: one object for every row that holds an equal one."""
+    return sys.intern(value) if type(value) is str else value
+
+
 def _next_row(ev: Any, old: ApprovalRow | None, seq: int) -> ApprovalRow | None:
     """The row an approval event makes of `old` (None: the event changes nothing)."""
     if isinstance(ev, ApprovalRequested):
+        # The history keeps every approval for good: the strings a fleet repeats (run, kind,
+        # tool, risk, who asked) are shared between rows rather than held once per approval.
         return _new_row(
-            ev.approval_id, ev.run_id, ev.tool_call_id, ev.kind, ev.title, ev.detail, ev.risk,
-            ev.payload_sha256, ev.requires_fleet_quorum, ev.quorum, ev.requested_at, ev.expires_at,
-            ev.requested_by, RECORDING, seq, "", "", "", None, 0, (), (),
+            ev.approval_id, _shared(ev.run_id), ev.tool_call_id, _shared(ev.kind), _shared(ev.title),
+            ev.detail, _shared(ev.risk), ev.payload_sha256, ev.requires_fleet_quorum, ev.quorum,
+            ev.requested_at, ev.expires_at, _shared(ev.requested_by), RECORDING, seq, "", "", "",
+            None, 0, (), (),
         )  # fmt: skip
     if old is None:
         return None
@@ -164,7 +173,8 @@ def _next_row(ev: Any, old: ApprovalRow | None, seq: int) -> ApprovalRow | None:
     if isinstance(ev, ApprovalVoted):
         return _derive(old, old.status, votes=(*old.votes, ev.actor))
     if isinstance(ev, ApprovalDecided):
-        return _derive(old, ev.decision, ev.decision, ev.actor, ev.identity, ev.at, seq)
+        decision = _shared(ev.decision)
+        return _derive(old, decision, decision, _shared(ev.actor), _shared(ev.identity), ev.at, seq)
     if isinstance(ev, ApprovalDecisionRefused):
         attempt = RefusedAttempt(ev.decision, ev.actor, ev.identity, ev.reason, ev.at, seq)
         return _derive(old, old.status, refused=(*old.refused, attempt))

@@ -15,6 +15,7 @@ from actors import (
     System,
 )
 from eventlog import decode
+from projections import Views
 
 from .helpers import WAIT, make_request, start_request
 
@@ -151,3 +152,19 @@ def test_payload_never_reaches_the_database_file(open_system, db_path):
         assert digest.encode() in everything
         assert SECRET.encode() not in everything
         assert SECRET.encode("utf-16-le") not in everything
+
+
+def test_the_history_holds_repeated_strings_once(system, log):
+    # The history keeps every approval for good; what a fleet repeats from one approval to the
+    # next is one object in memory, not one per row (read back from the log, the records'
+    # strings are fresh objects each), and the view folds to the same state as a rebuild.
+    rows = []
+    for _ in range(2):
+        approval = system.approvals.submit(make_request(), requested_by="agent-7")
+        system.approvals.resolve(approval.id, "approve", "alice", identity="alice@example.com")
+        rows.append(system.views.approval(approval.id))
+    a, b = rows
+    for field in ("run_id", "kind", "title", "risk", "requested_by", "decision", "actor", "identity"):
+        assert getattr(a, field) is getattr(b, field), field
+    assert a.tool_call_id != b.tool_call_id
+    assert system.views.digests() == Views(log, snapshots=None).digests()

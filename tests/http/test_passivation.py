@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from actors import ApprovalRequest, ControlMessage, System
+from actors import ApprovalNotPendingError, ApprovalRequest, ControlMessage, System
+from actors._directory import PRUNE_FROM
 
 from .conftest import OPERATOR, assert_json, head
 
@@ -162,3 +163,16 @@ def test_a_blocking_approval_request_keeps_its_actor(system, clock):
 def test_the_idle_timeout_must_be_positive(tmp_path, idle_timeout):
     with pytest.raises(ValueError, match="idle_timeout"):
         System.open(tmp_path / "x.db", idle_timeout=idle_timeout)
+
+
+def test_decided_approvals_leave_no_entry_behind_for_the_idle_period(system):
+    # A decided approval's actor stops at once; the directory must not keep its ref (inbox,
+    # locks: some KiB each) until the idle sweep, or a busy server grows by one per approval.
+    request = ApprovalRequest(kind="shell", title="t", detail="d", risk="low", payload={})
+    for _ in range(3 * PRUNE_FROM):
+        approval = system.approvals.submit(request)
+        system.approvals.resolve(approval.id, "approve", "alice")
+    assert len(system._approval_actors) <= PRUNE_FROM
+    assert system.views.approval(approval.id).decision == "approve"
+    with pytest.raises(ApprovalNotPendingError):  # a late decision: a fresh actor, refolded
+        system.approvals.resolve(approval.id, "reject", "bob")

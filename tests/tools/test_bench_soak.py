@@ -17,13 +17,16 @@ def test_a_small_soak_reports_every_figure_and_target(tmp_path):
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     figures = out["figures"]
-    assert figures["events"] >= 1000
-    assert figures["rss.end_mib"] > 0
-    assert figures["threads.end"] > 0
+    for mix in ("fixed", "mixed"):  # two soaks, each on its own server
+        assert figures[f"{mix}.events"] >= 1000
+        assert figures[f"{mix}.rss.end_mib"] > 0
+        assert figures[f"{mix}.threads.end"] > 0
+        readings = [r["events"] for r in out["readings"][mix]]
+        assert readings == sorted(readings)
+    assert figures["fixed.new_runs"] == 0  # the slope target's soak keeps its set of runs
     assert figures["polls.answered"] == 20  # every poll was answered (how fast is the bench's to say)
     assert set(out["targets"]) == {"slope", "rss", "polls", "strangers"}
     assert all(isinstance(t["pass"], bool) for t in out["targets"].values())
-    assert [r["events"] for r in out["readings"]] == sorted(r["events"] for r in out["readings"])
     assert list(tmp_path.iterdir()) == []  # the temporary database is gone
 
 
