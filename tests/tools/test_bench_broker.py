@@ -20,6 +20,9 @@ def test_quick_json_reports_every_figure(tmp_path):
     assert set(figures) == {
         "reports.durable_per_s",
         "reports.durable_per_s_median",
+        "reports.server_cpu_us",
+        "ceiling.per_s",
+        "ceiling.server_cpu_us",
         "raw.commits_per_s",
         "delivery.p50_ms",
         "delivery.p99_ms",
@@ -30,7 +33,14 @@ def test_quick_json_reports_every_figure(tmp_path):
     for name, value in figures.items():
         assert value > 0, name
     assert out["ratios"]["reports_vs_raw_commits"]["value"] > 0
-    assert set(out["targets"]) == {"reports_per_s", "delivery_p99_ms"}
+    assert out["ratios"]["reports_vs_ceiling"]["value"] > 0
+    assert set(out["targets"]) == {
+        "reports_per_s",
+        "reports_vs_ceiling",
+        "server_cpu_us",
+        "delivery_p50_ms",
+        "delivery_p99_ms",
+    }
     for target in out["targets"].values():
         assert target["value"] > 0
         assert isinstance(target["pass"], bool)
