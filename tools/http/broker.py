@@ -28,6 +28,7 @@ from actors import (
     Finish,
     Reply,
     Report,
+    make_token,
 )
 
 from .ask import AskRoutes
@@ -173,7 +174,8 @@ class BrokerRoutes:
                 400, f"invalid token: {MIN_TOKEN_LENGTH} to {MAX_TOKEN_LENGTH} printable ASCII characters"
             )
         info = {key: string_field(body, key) for key in PEER_FIELDS}
-        token = await call(self.broker.register, run_id, token)
+        token = token or make_token()
+        await answer(lambda done: self.broker.register_soon(run_id, token, done))
         if any(info.values()):
             await call(functools.partial(self.broker.update_session_info, run_id, **info))
         # The body carries the run's secret: no cache may keep it. Keys in the seed's order.
@@ -201,7 +203,9 @@ class BrokerRoutes:
         time_field(body, "created_at")
         if not (message.run_id and message.id and message.type):
             raise WireError(400, "missing fields")
-        await call(self.broker.push_control, message.run_id, message)
+        if not await self.admits(message.run_id):
+            raise WireError(404, "run not found")
+        await answer(lambda done: self.broker.queue_control(message.run_id, message, done))
         return json_response({"queued": True})
 
     async def poll_control(self, request: Request) -> Response:
