@@ -27,6 +27,8 @@ from .._errors import (
 from ..approvals import ApprovalQueue, needs_operator
 from .asks import AskOutcome
 from .conversation import DEFAULT_ASK_TIMEOUT, Conversations
+from .hot import MAX_RUN_ID_LENGTH, HotPath
+from .known import KnownRuns
 from .model import (
     FINISH_KINDS,
     ControlMessage,
@@ -40,8 +42,6 @@ from .model import (
     token_digest,
 )
 from .permissions import PermissionRelay
-from .hot import MAX_REGISTERED_RUN_ID, MAX_RUN_ID_LENGTH, HotPath, registration_error
-from .known import KnownRuns
 from .run_actor import RunActor, Take
 from .run_decider import (
     DeleteRun,

@@ -9,9 +9,8 @@ tamper line) is what the other routes answer.
 
 from __future__ import annotations
 
-import pytest
-
 import orjson
+import pytest
 
 from actors import ControlMessage
 from eventlog import Head, VerifyResult

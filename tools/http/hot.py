@@ -160,4 +160,3 @@ async def read_raw(receive: Receive, limit: int = MAX_BODY) -> bytes:
 
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("latin-1")
-
