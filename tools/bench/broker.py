@@ -32,8 +32,6 @@ import os
 import secrets
 import sqlite3
 import statistics
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -45,8 +43,10 @@ from rich.table import Table
 from .._output import console, emit_json, targets_table, temp_dir_option, with_status
 from . import log_workloads as w
 from .approvals import percentile
-from .broker_client import WAIT, Agent, Connection, ServerProcess
+from .broker_client import Agent, Connection, ServerProcess
 from .broker_latency import asks, delivery
+from .broker_load import post_all
+from .soak_polls import long_polls, register_runs, server_stats
 
 REPORTS_TARGET = 2000.0  # durable reports per second with 16 agents, at least
 CEILING_TARGET = 0.5  # durable reports/s over the HTTP stack's ceiling in the same run, at least
@@ -64,6 +64,7 @@ class Sizes:
     seconds: float  # time box of a report round and of the raw commit phase
     pushes: int  # delivery samples
     rounds: int  # report and raw rounds, interleaved; the best counts
+    polls: int = 1000  # runs registered, then idle long polls held at once (one per run)
 
 
 QUICK = Sizes(agents=16, reports=3000, seconds=1.5, pushes=80, rounds=1)
@@ -132,44 +133,16 @@ def report_round(
     without, the server is the ceiling, which keeps nothing.
     """
     share = max(1, total // len(team))
-    gate = threading.Barrier(len(team) + 1)
-    deadline = [0.0]
-    acked = [0] * len(team)
-    errors: list[BaseException] = []
-
-    def agent(k: int, a: Agent) -> None:
-        body = orjson.dumps(
+    bodies = [
+        orjson.dumps(
             {"run_id": a.run_id, "token": a.token, "state": "working", "payload": {"tool": "shell", "n": k}}
         )
-        try:
-            gate.wait(WAIT)
-            end = deadline[0]
-            for _ in range(share):
-                status, answer = a.conn.post("/report", body)
-                if status != 200:
-                    raise click.ClickException(f"/report answered {status}: {answer[:200]!r}")
-                acked[k] += 1
-                if time.perf_counter() >= end:
-                    break
-        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread below
-            errors.append(e)
-
+        for k, a in enumerate(team)
+    ]
     before = _report_counts(operator) if operator is not None else {}
-    threads = [threading.Thread(target=agent, args=(k, a), daemon=True) for k, a in enumerate(team)]
-    for thread in threads:
-        thread.start()
     cpu = server.cpu_seconds()
-    start = time.perf_counter()
-    deadline[0] = start + seconds
-    gate.wait(WAIT)
-    for thread in threads:
-        thread.join(WAIT + seconds)
-    elapsed = time.perf_counter() - start
+    acked, elapsed = post_all(server.port, "/report", bodies, share, seconds)
     cpu = server.cpu_seconds() - cpu
-    if errors:
-        raise errors[0]
-    if any(t.is_alive() for t in threads):
-        raise click.ClickException("some agents never finished reporting")
     done = sum(acked)
     if operator is not None:
         # Each acknowledgement came after a commit: the log must hold every one of them.
@@ -215,7 +188,23 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
         latencies = delivery(team, operator, sizes.pushes)
         advance("asks")
         round_trips = asks(team, sizes.pushes)
-    return _result(sizes, rounds, ceilings, raw_rates, latencies, round_trips)
+        advance(f"registering {sizes.polls:,} runs")
+        registered = registration(server, sizes.polls)
+        advance(f"{sizes.polls:,} idle long polls")
+        polls = long_polls(server.port, sizes.polls, registered.pop("tokens"))
+    return _result(sizes, rounds, ceilings, raw_rates, (latencies, round_trips), registered, polls)
+
+
+def registration(server: ServerProcess, count: int) -> dict[str, Any]:
+    """Register `count` runs; the appends and the server threads each cost, and their tokens."""
+    head, threads = server.head(), server_stats(server.proc.pid)[1]
+    tokens = register_runs(server.port, [f"bench-poller-{i:05d}" for i in range(count)])
+    return {
+        "runs": count,
+        "appends_per_run": round((server.head() - head) / count, 3),
+        "threads_added": server_stats(server.proc.pid)[1] - threads,
+        "tokens": tokens,
+    }
 
 
 def _result(
@@ -223,9 +212,11 @@ def _result(
     rounds: list[Round],
     ceilings: list[Round],
     raw_rates: list[float],
-    latencies: list[float],
-    round_trips: list[float],
+    samples: tuple[list[float], list[float]],
+    registered: dict[str, Any],
+    polls: dict[str, Any],
 ) -> dict[str, Any]:
+    latencies, round_trips = samples
     ms = 1000.0
     best = max(rounds, key=lambda r: r.per_s)
     best_ceiling = max(ceilings, key=lambda r: r.per_s)
@@ -241,6 +232,11 @@ def _result(
         "delivery.max_ms": round(max(latencies) * ms, 3),
         "ask.p50_ms": round(percentile(round_trips, 50) * ms, 3),
         "ask.p99_ms": round(percentile(round_trips, 99) * ms, 3),
+        "register.appends_per_run": registered["appends_per_run"],
+        "register.threads_added": registered["threads_added"],
+        "polls.within_timeout": polls["within"],
+        "polls.p50_s": polls["p50_s"],
+        "polls.max_s": polls["max_s"],
     }
     rate, cpu = figures["reports.durable_per_s"], figures["reports.server_cpu_us"]
     vs_ceiling = round(rate / figures["ceiling.per_s"], 3)
@@ -271,6 +267,21 @@ def _result(
             "reports_per_s": _target(
                 f"durable reports/s, {sizes.agents} agents", rate, REPORTS_TARGET, at_most=False
             ),
+            "idle_polls_within": _target(
+                f"idle long polls answered within {polls['timeout_s']:g} + 0.2 s (of {sizes.polls:,})",
+                polls["within"],
+                sizes.polls,
+                at_most=False,
+            ),
+            "register_appends": _target(
+                "appends per registered run", registered["appends_per_run"], 1, at_most=True, digits=2
+            ),
+            "register_threads": _target(
+                f"server threads started by {sizes.polls:,} registrations",
+                registered["threads_added"],
+                0,
+                at_most=True,
+            ),
         },
         "settings": {
             "journal_mode": "WAL",
@@ -279,6 +290,7 @@ def _result(
             "reports": sizes.reports,
             "seconds": sizes.seconds,
             "pushes": sizes.pushes,
+            "polls": sizes.polls,
             "rounds": sizes.rounds,
             "sqlite": sqlite3.sqlite_version,
             "cpus": os.cpu_count(),
@@ -314,6 +326,12 @@ def _report(result: dict[str, Any]) -> None:
     table.add_row("push → poll answer max (ms)", f"{fig['delivery.max_ms']:.2f}")
     table.add_row("ask → reply round trip p50 (ms)", f"{fig['ask.p50_ms']:.2f}")
     table.add_row("ask → reply round trip p99 (ms)", f"{fig['ask.p99_ms']:.2f}")
+    table.add_row(
+        f"idle long polls answered in time (of {st['polls']:,})", f"{fig['polls.within_timeout']:,}"
+    )
+    table.add_row("  their answer p50 / max (s)", f"{fig['polls.p50_s']:.3f} / {fig['polls.max_s']:.3f}")
+    table.add_row("appends per registered run", f"{fig['register.appends_per_run']:.2f}")
+    table.add_row("server threads started by the registrations", f"{fig['register.threads_added']}")
     console.print(table)
     for r in result["ratios"].values():
         console.print(f"{r['label']}: {r['value']:.2f}x", soft_wrap=True)
@@ -335,6 +353,7 @@ def _report(result: dict[str, Any]) -> None:
 @click.option("--seconds", type=click.FloatRange(0.01), help="Time box of a report round.")
 @click.option("--pushes", type=click.IntRange(1), help="Deliveries to time.")
 @click.option("--rounds", type=click.IntRange(1), help="Report rounds (the best counts).")
+@click.option("--polls", type=click.IntRange(1), help="Idle long polls held at once (one run each).")
 @temp_dir_option
 def bench_broker(
     quick: bool,
@@ -344,13 +363,15 @@ def bench_broker(
     seconds: float | None,
     pushes: int | None,
     rounds: int | None,
+    polls: int | None,
     parent: str | None,
 ) -> None:
     """The HTTP broker: reports/s, CPU per report, push → poll and ask → reply, next to the stack's ceiling.
 
     Starts `flightlog serve` on a temporary database in a child process, registers a run per
     agent, and drives it over loopback: reports from every agent at once, then pushes to
-    agents waiting in long polls, then asks from one agent answered by another. The same
+    agents waiting in long polls, then asks from one agent answered by another, then registers
+    a thousand runs (appends and threads counted) and holds one idle long poll for each. The same
     uvicorn and Starlette answering the same bodies without storing them (the ceiling), and
     raw sqlite3 single-row commits, are measured in the same run. Each figure is checked
     against its target (PASS/MISS).
@@ -368,6 +389,7 @@ def bench_broker(
         seconds=seconds or sizes.seconds,
         pushes=pushes or sizes.pushes,
         rounds=rounds or sizes.rounds,
+        polls=polls or sizes.polls,
     )
     result = with_status("bench broker", lambda update: run(sizes, parent, update))
     if as_json:

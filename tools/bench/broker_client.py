@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -32,6 +34,7 @@ class ServerProcess:
     def __init__(
         self, db: str, operator_token: str, extra: tuple[str, ...] = (), *, ceiling: bool = False
     ) -> None:
+        self.db = db
         env = {**os.environ, TOKEN_ENV: operator_token, "PYTHONUNBUFFERED": "1"}
         if ceiling:
             argv = [sys.executable, "-m", "tools.bench.broker_ceiling"]
@@ -88,6 +91,11 @@ class ServerProcess:
         # The command name may hold spaces: the fields are counted after its closing parenthesis.
         fields = stat[stat.rindex(b")") + 2 :].split()
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def head(self) -> int:
+        """The last seq of the server's log, read from its file (read-only, as a second reader)."""
+        with contextlib.closing(sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)) as conn:
+            return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
 
     def close(self) -> None:
         """SIGTERM, then SIGKILL if it has not stopped in time."""
