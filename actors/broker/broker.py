@@ -41,6 +41,7 @@ from .model import (
     raw_json,
     token_digest,
 )
+from .parking import Parking
 from .permissions import PermissionRelay
 from .run_actor import RunActor, Take
 from .run_decider import (
@@ -94,7 +95,8 @@ class Broker(PermissionRelay, HotPath):
             ),
             clock,
         )
-        self._writer = RunWriter(log, clock, self._known, self._written)
+        self._parking = Parking()
+        self._writer = RunWriter(log, clock, self._known, self._written, self._parking)
         self._issued: dict[str, str] = {}  # run id -> raw token, for tokens issued here
         self._lock = threading.Lock()
         self._listeners: dict[str, set[Callable[[], object]]] = {}

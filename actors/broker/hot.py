@@ -16,6 +16,7 @@ from eventlog import Record
 from .._errors import BrokerError, RunNotFoundError
 from .known import KnownRuns
 from .model import ControlMessage, Finish, Reply, Report, token_digest
+from .parking import Parked, Parking
 from .run_decider import (
     Heartbeat,
     QueueControl,
@@ -38,6 +39,7 @@ class HotPath:
 
     _known: KnownRuns
     _writer: RunWriter
+    _parking: Parking
     _asked: Callable[[str], object]  # wakes the waiters of the run's asks
     queue_limit: int
 
@@ -49,7 +51,7 @@ class HotPath:
 
     def call_as_run(
         self, run_id: str, token: str, write: Report | Finish | Reply | None, done: Callable[[], object]
-    ) -> HotCall | Ready:
+    ) -> HotCall | Ready | _Failed:
         """Start a write of `run_id` checked against its `token` (None: a heartbeat), without blocking.
 
         The token check and the write are one step of the run's writes: no other command of
@@ -68,7 +70,9 @@ class HotPath:
             return Ready(REFUSED, done)
         return self._writer.submit(HotCall(run_id, token_digest(token), command, _nothing, done))
 
-    def call_take_as_run(self, run_id: str, token: str, done: Callable[[], object]) -> HotCall | Ready:
+    def call_take_as_run(
+        self, run_id: str, token: str, done: Callable[[], object]
+    ) -> HotCall | Ready | _Failed:
         """Start draining `run_id`'s queue checked against its `token`, without blocking.
 
         As `call_as_run`: the result is `(authorized, messages taken)`, oldest first. A run
@@ -85,8 +89,8 @@ class HotPath:
 
     def queue_control(
         self, run_id: str, message: ControlMessage, done: Callable[[], object]
-    ) -> HotCall | Ready:
-        """`push_control` without blocking: `done()` once committed (the result is the message queued).
+    ) -> HotCall | Ready | _Failed:
+        """`push_control` without blocking: `done()` once committed (the result is None).
 
         RunNotFoundError (a run this process does not know yet: see `Broker.admits`) and
         ControlQueueFullError are raised by `result()`.
@@ -94,10 +98,10 @@ class HotPath:
         if not self.admits(run_id, catch_up=False):
             return _Failed(RunNotFoundError(run_id), done)
         return self._writer.submit(
-            HotCall(run_id, None, QueueControl(message, self.queue_limit), _queued, done)
+            HotCall(run_id, None, QueueControl(message, self.queue_limit), _nothing, done)
         )
 
-    def register_soon(self, run_id: str, token: str, done: Callable[[], object]) -> HotCall | Ready:
+    def register_soon(self, run_id: str, token: str, done: Callable[[], object]) -> HotCall | Ready | _Failed:
         """HTTP /register without blocking (see `Broker.register`): one append, no actor.
 
         The result is None; RunAlreadyRegisteredError or BrokerError are raised by `result()`.
@@ -107,6 +111,17 @@ class HotPath:
             return _Failed(error, done)
         command = RegisterRun(token_digest(token), over_http=True, exclusive=True)
         return self._writer.submit(HotCall(run_id, None, command, _nothing, done))
+
+    def park(self, run_id: str, wake: Callable[[], object]) -> Parked:
+        """A long poll waits on the run's empty queue: a push may hand it its message in one commit.
+
+        `wake()` is called when that happens; call `leave` when the poll stops waiting.
+        """
+        return self._parking.park(run_id, wake)
+
+    def leave(self, parked: Parked, done: Callable[[], object]) -> Parked:
+        """The poll stops waiting; `done()` once settled, the result being the messages handed to it."""
+        return self._parking.leave(parked, done)
 
     def _written(self, run_id: str, records: list[Record]) -> None:
         """After a commit of the writer: wake the run's waiters, as its actor would."""
@@ -137,10 +152,6 @@ def _nothing(before: RunState, after: RunState, records: list[Record]) -> None:
 def _taken(before: RunState, after: RunState, records: list[Record]) -> list[ControlMessage]:
     # Decided on `before`: the whole of its queue was taken (none if nothing was written).
     return list(before.queue) if records else []
-
-
-def _queued(before: RunState, after: RunState, records: list[Record]) -> ControlMessage:
-    return after.queue[-1]
 
 
 class _Failed:

@@ -25,7 +25,9 @@ from eventlog import NO_STREAM, Clock, ConcurrencyError, EventLog, Record, decod
 from .._aggregate import MAX_ATTEMPTS
 from .._errors import ContentionError
 from .known import Known, KnownRuns
-from .run_decider import RunState, decide, evolve
+from .model import ControlMessage
+from .parking import Parked, Parking
+from .run_decider import QueueControl, RunState, TakeControl, decide, evolve
 
 # (state decided on, state after, records) -> the call's answer.
 Reply = Callable[[RunState, RunState, list[Record]], Any]
@@ -41,7 +43,10 @@ class HotCall:
     `reply(...)`; the decider's refusal (a run not found, a full queue) is raised by `result()`.
     """
 
-    __slots__ = ("_error", "_value", "attempts", "command", "done", "reply", "run_id", "token_sha256")
+    __slots__ = (
+        "_done", "_error", "_value", "attempts", "command", "handed", "parked", "reply", "run_id",
+        "token_sha256",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -55,13 +60,21 @@ class HotCall:
         self.token_sha256 = token_sha256
         self.command = command
         self.reply = reply
-        self.done = done
+        self._done: Callable[[], object] | None = done
         self.attempts = 0
+        self.parked: Parked | None = None  # a waiting poll this push delivers to, in the same commit
+        self.handed: list[ControlMessage] = []  # what that poll is handed once committed
         self._value: Any = None
         self._error: BaseException | None = None
 
     def settle(self, value: Any = None, error: BaseException | None = None) -> None:
         self._value, self._error = value, error
+
+    def done(self) -> None:
+        """Tell the caller its answer is in (once; later calls do nothing)."""
+        done, self._done = self._done, None
+        if done is not None:
+            done()
 
     def result(self) -> Any:
         """The answer; call it once `done` was called. Raises what the write raised."""
@@ -95,8 +108,10 @@ class RunWriter:
         clock: Clock,
         known: KnownRuns,
         on_written: Callable[[str, list[Record]], object],
+        parking: Parking | None = None,
     ) -> None:
         self.log = log
+        self.parking = parking
         self.clock = clock
         self.known = known
         self.on_written = on_written
@@ -141,7 +156,15 @@ class RunWriter:
             for call in calls:
                 (later if call.run_id in runs else batch).append(call)
                 runs.add(call.run_id)
-            again = self._write(batch)
+            try:
+                again = self._write(batch)
+            except Exception as e:  # noqa: BLE001 - a bug: its callers hear it, the writer goes on
+                for call in batch:
+                    if call.parked is not None:
+                        self._release(call)
+                    call.settle(error=e)
+                    call.done()
+                again = []
             if again or later:
                 with self._cond:
                     self._pending.extendleft(reversed(again + later))
@@ -175,6 +198,8 @@ class RunWriter:
             again = []
             for (call, known, events, error), outcome in zip(planned, outcomes, strict=True):
                 self.known.writing(call.run_id, None)
+                if call.parked is not None and not isinstance(outcome, list):
+                    self._release(call)
                 if isinstance(outcome, ConcurrencyError) and call.attempts < MAX_ATTEMPTS:
                     self._fold(
                         call.run_id, known
@@ -207,6 +232,8 @@ class RunWriter:
             call.settle(REFUSED)
             return None
         decision = decide(state, call.command, now)
+        if isinstance(call.command, QueueControl) and decision.events and decision.error is None:
+            return known, self._hand_over(call, state, list(decision.events), now), None
         if not decision.events:
             if decision.error is not None:
                 call.settle(error=decision.error)
@@ -228,6 +255,10 @@ class RunWriter:
         for event in events:
             state = evolve(state, event)
         self.known.publish(call.run_id, state, records[-1].version, now)
+        if call.parked is not None:
+            assert self.parking is not None
+            self.parking.deliver(call.parked, call.handed)
+            call.parked = None
         try:
             self.on_written(call.run_id, records)
         finally:
@@ -236,9 +267,29 @@ class RunWriter:
             else:
                 self._answer(call, known.state, state, records)
 
+    def _hand_over(self, call: HotCall, state: RunState, queued: list[Any], now: Any) -> list[Any]:
+        """The events of a push: delivered too, in the same append, when a poll waits on the run."""
+        parked = self.parking.claim(call.run_id) if self.parking is not None else None
+        if parked is None:
+            return queued
+        for event in queued:
+            state = evolve(state, event)
+        call.parked, call.handed = parked, list(state.queue)
+        return [*queued, *decide(state, TakeControl(), now).events]
+
+    def _release(self, call: HotCall) -> None:
+        assert self.parking is not None
+        assert call.parked is not None
+        self.parking.release(call.parked)
+        call.parked = None
+
     @staticmethod
     def _answer(call: HotCall, before: RunState, after: RunState, records: list[Record]) -> None:
-        value = call.reply(before, after, records)
+        try:
+            value = call.reply(before, after, records)
+        except Exception as e:  # noqa: BLE001 - the caller hears it from result()
+            call.settle(error=e)
+            return
         call.settle((True, value) if call.token_sha256 is not None else value)
 
     def _fold(self, run_id: str, known: Known | None) -> Known:

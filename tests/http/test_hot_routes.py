@@ -9,11 +9,15 @@ tamper line) is what the other routes answer.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import orjson
 import pytest
 
 from actors import ControlMessage
-from eventlog import Head, VerifyResult
+from eventlog import Head, VerifyResult, encode
+from eventlog.events import RunHeartbeat
 from tools.http.integrity import TAMPER_HEADER, Integrity
 
 from .conftest import OPERATOR, assert_json, head, text
@@ -119,3 +123,53 @@ def test_hot_answers_carry_the_tamper_line(make_client, register, system):
     assert response.status_code == 200
     assert response.headers[TAMPER_HEADER] == "the hash chain breaks at seq 1: hash mismatch"
     assert client.post("/report", json={"run_id": "a", "token": "no"}).headers[TAMPER_HEADER]
+
+
+# -- a push to a waiting poll ------------------------------------------------------------------
+
+
+def parked_poll(client, system, token: str) -> tuple[threading.Thread, list]:
+    """A poll of run `a` started on its own thread, returned once it is parked on the empty queue."""
+    result: list = []
+    poller = threading.Thread(
+        target=lambda: result.append(client.post("/poll-control", json={"run_id": "a", "token": token}))
+    )
+    poller.start()
+    deadline = time.monotonic() + 10
+    while len(system.broker._parking) == 0:
+        assert time.monotonic() < deadline, "the poll never parked"
+        time.sleep(0.001)
+    return poller, result
+
+
+def test_a_push_to_a_waiting_poll_is_queued_and_delivered_in_one_commit(make_client, system):
+    client = make_client(poll_timeout=30.0)
+    token = client.post("/register", json={"run_id": "a"}).json()["token"]
+    poller, result = parked_poll(client, system, token)
+    before = head(system)
+    push = {"id": "m1", "type": "steer", "run_id": "a", "payload": {"go": True}}
+    assert assert_json(client.post("/push-control", json=push, headers=OPERATOR)) == {"queued": True}
+    poller.join(20)
+    assert [m["id"] for m in result[0].json()] == ["m1"]
+    queued, delivered = list(system.log.read("run-a", from_version=2))
+    assert (queued.type, delivered.type) == ("ControlQueued", "ControlDelivered")
+    assert queued.recorded_at == delivered.recorded_at  # one append
+    assert head(system) == before + 2
+    assert system.broker.queue_depth("a") == 0
+    assert len(system.broker._parking) == 0
+
+
+def test_a_handover_that_meets_another_writer_is_decided_again(make_client, system, monkeypatch):
+    """Another writer appends to the run between the poll parking and the push: the push's
+    append is refused, it folds and decides again — and the poll still gets exactly the queue."""
+    client = make_client(poll_timeout=30.0)
+    token = client.post("/register", json={"run_id": "a"}).json()["token"]
+    poller, result = parked_poll(client, system, token)
+    system.log.append("run-a", [encode(RunHeartbeat("a", system.clock.now()))])  # behind the writer's back
+    push = {"id": "m1", "type": "steer", "run_id": "a"}
+    assert client.post("/push-control", json=push, headers=OPERATOR).status_code == 200
+    poller.join(20)
+    assert [m["id"] for m in result[0].json()] == ["m1"]
+    types = [r.type for r in system.log.read("run-a")]
+    assert types == ["RunRegistered", "RunHeartbeat", "ControlQueued", "ControlDelivered"]
+    assert system.broker.queue_depth("a") == 0

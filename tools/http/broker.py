@@ -244,7 +244,7 @@ class BrokerRoutes:
                 return  # the loop is closed: nobody waits any more
 
         def take(done: Callable[[], object]) -> Answerable:
-            # The token check and the take are one message to the run's actor: no thread waits.
+            # The token check and the take are one step of the run's writes: no thread waits.
             return self.broker.call_take_as_run(run_id, token, done)
 
         unsubscribe = self.broker.on_control(run_id, on_queued)
@@ -253,10 +253,14 @@ class BrokerRoutes:
             if not authorized:
                 raise WireError(401, "unauthorized")
             while not messages and (left := deadline - loop.time()) > 0:
-                if not await wait_unless_disconnected(woke, receive, left):
+                # Parked: a push may hand over its message in its own commit.
+                parked = self.broker.park(run_id, on_queued)
+                present = await wait_unless_disconnected(woke, receive, left)
+                messages = await answer(functools.partial(self.broker.leave, parked))
+                if not present:
                     return NoResponse
-                if not woke.is_set():
-                    break  # timed out: nothing was queued for the run meanwhile
+                if messages or not woke.is_set():
+                    break  # handed its messages, or timed out: nothing was queued meanwhile
                 woke.clear()
                 _, messages = await answer(take)
         finally:
