@@ -7,10 +7,6 @@ request gets `read_timeout` seconds from its first byte (from the connection for
 request) until its last; a request still incomplete then is answered 408 if its head never
 arrived, and the connection closed either way (a handler waiting on the body hears a
 disconnect). The time a handler takes to answer (a long poll) is not counted.
-
-An answer also leaves in one write: uvicorn writes the status line and headers, then the
-body, as two writes (two syscalls, and two wake-ups of the client); here what is written in
-one turn of the event loop goes out together (`CoalescingTransport`).
 """
 
 from __future__ import annotations
@@ -40,7 +36,7 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         self._head_read = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+        super().connection_made(transport)
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -82,50 +78,6 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         if not self._head_read:
             self.transport.write(_TIMED_OUT)
         self.transport.close()
-
-
-class CoalescingTransport:
-    """A transport whose writes of one event-loop turn leave as one: a head and its body, one send.
-
-    The first write is held until the next one (sent joined with it) or the end of the turn;
-    closing sends what is held first. Everything else is the wrapped transport's.
-    """
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport = transport
-        self._loop = loop
-        self._held: bytes | None = None
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self._held is None:
-            self._held = bytes(data)
-            self._loop.call_soon(self._flush)
-            return
-        held, self._held = self._held, None
-        self._transport.write(held + data)
-
-    def writelines(self, lines: Any) -> None:
-        self.write(b"".join(lines))
-
-    def _flush(self) -> None:
-        held, self._held = self._held, None
-        if held is not None and not self._transport.is_closing():
-            self._transport.write(held)
-
-    def close(self) -> None:
-        self._flush()
-        self._transport.close()
-
-    def write_eof(self) -> None:
-        self._flush()
-        self._transport.write_eof()
-
-    def abort(self) -> None:
-        self._held = None
-        self._transport.abort()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
 
 
 def read_deadline_protocol(read_timeout: float) -> type[ReadDeadlineProtocol]:
