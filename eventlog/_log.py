@@ -74,21 +74,7 @@ class EventLog(abc.ABC):
                 req.wake = threading.Lock()
                 req.wake.acquire()
             self._leader = True
-        if not lead:
-            # Only this caller wakes: when its request is written, or when the lead is its.
-            try:
-                req.wake.acquire()  # type: ignore[union-attr]
-            except BaseException:
-                self._abandon(req)
-                raise
-            if req.done:
-                self._pass_on(req)
-        # A leader's request is always first in the queue (the lead passes to the oldest
-        # waiting request, and nobody leads an empty queue), so its group holds it.
-        while not req.done:
-            with self._cond:
-                batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
-            self._lead(batch)
+        self._see_through(req, lead)
         if req.error is not None:
             raise req.error
         assert req.result is not None
@@ -119,20 +105,36 @@ class EventLog(abc.ABC):
             self._leader = True
         # As `append` for each request in turn: this thread is the caller of every one of them.
         for i, req in enumerate(reqs):
-            if i or not lead:
-                req.wake.acquire()  # type: ignore[union-attr]
-                if req.done:
-                    self._pass_on(req)
-            while not req.done:
-                with self._cond:
-                    batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
-                self._lead(batch)
+            try:
+                self._see_through(req, lead and i == 0)
+            except BaseException:
+                for later in reqs[i + 1 :]:
+                    self._abandon(later)
+                raise
         out: list[list[Record] | EventLogError] = []
         for req in reqs:
             if req.error is not None and not isinstance(req.error, EventLogError):
                 raise req.error
             out.append(req.error if req.error is not None else req.result)  # type: ignore[arg-type]
         return out
+
+    def _see_through(self, req: AppendRequest, lead: bool) -> None:
+        """Wait as `req`'s caller until it is written, leading its group when the lead is its."""
+        if not lead:
+            # Only this caller wakes: when its request is written, or when the lead is its.
+            try:
+                req.wake.acquire()  # type: ignore[union-attr]
+            except BaseException:
+                self._abandon(req)
+                raise
+            if req.done:
+                self._pass_on(req)
+        # A leader's request is always first in the queue (the lead passes to the oldest
+        # waiting request, and nobody leads an empty queue), so its group holds it.
+        while not req.done:
+            with self._cond:
+                batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
+            self._lead(batch)
 
     def _lead(self, batch: list[AppendRequest]) -> None:
         try:
