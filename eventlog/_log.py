@@ -74,7 +74,21 @@ class EventLog(abc.ABC):
                 req.wake = threading.Lock()
                 req.wake.acquire()
             self._leader = True
-        self._see_through(req, lead)
+        if not lead:
+            # Only this caller wakes: when its request is written, or when the lead is its.
+            try:
+                req.wake.acquire()  # type: ignore[union-attr]
+            except BaseException:
+                self._abandon(req)
+                raise
+            if req.done:
+                self._pass_on(req)
+        # A leader's request is always first in the queue (the lead passes to the oldest
+        # waiting request, and nobody leads an empty queue), so its group holds it.
+        while not req.done:
+            with self._cond:
+                batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
+            self._lead(batch)
         if req.error is not None:
             raise req.error
         assert req.result is not None
@@ -119,7 +133,8 @@ class EventLog(abc.ABC):
         return out
 
     def _see_through(self, req: AppendRequest, lead: bool) -> None:
-        """Wait as `req`'s caller until it is written, leading its group when the lead is its."""
+        """Wait as `req`'s caller until it is written, leading its group when the lead is its
+        (`append_many`'s wait for each of its requests, as `append` waits for its one)."""
         if not lead:
             # Only this caller wakes: when its request is written, or when the lead is its.
             try:

@@ -37,7 +37,9 @@ def test_quick_json_reports_every_figure(tmp_path):
         "polls.max_s",
     }
     for name, value in figures.items():
-        assert value > 0 or name == "register.threads_added", name
+        # CPU is counted in clock ticks: a tiny round may take less than one.
+        zero_allowed = name == "register.threads_added" or name.endswith("server_cpu_us")
+        assert value > 0 or (zero_allowed and value == 0), name
     assert figures["register.appends_per_run"] == 1  # one append per registration
     assert figures["polls.within_timeout"] <= 5
     assert out["ratios"]["reports_vs_raw_commits"]["value"] > 0
