@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
@@ -120,6 +120,63 @@ class EventLog(abc.ABC):
             raise req.error
         assert req.result is not None
         return req.result
+
+    def append_many(
+        self, appends: Sequence[tuple[str, Iterable[NewEvent | Event], ExpectedVersion]]
+    ) -> list[list[Record] | EventLogError]:
+        """Several `append`s from one thread, group-committed together; each one's records or error.
+
+        Each (stream, events, expect) succeeds or fails on its own (a ConcurrencyError, say), as
+        if appended by a caller of its own; a failed transaction (a full disk) is the error of
+        each append it held. This returns only after the commits holding the appends returned.
+        """
+        reqs = []
+        for stream, events, expect in appends:
+            check_stream_name(stream)
+            reqs.append(AppendRequest(stream, encode_events(events), expect))
+        self._check_open()
+        if not reqs:
+            return []
+        with self._cond:
+            lead = not self._leader
+            for req in reqs[1:] if lead else reqs:
+                req.wake = threading.Lock()
+                req.wake.acquire()
+            self._queue.extend(reqs)
+            self._leader = True
+        # As `append` for each request in turn: this thread is the caller of every one of them.
+        for i, req in enumerate(reqs):
+            try:
+                self._see_through(req, lead and i == 0)
+            except BaseException:
+                for later in reqs[i + 1 :]:
+                    self._abandon(later)
+                raise
+        out: list[list[Record] | EventLogError] = []
+        for req in reqs:
+            if req.error is not None and not isinstance(req.error, EventLogError):
+                raise req.error
+            out.append(req.error if req.error is not None else req.result)  # type: ignore[arg-type]
+        return out
+
+    def _see_through(self, req: AppendRequest, lead: bool) -> None:
+        """Wait as `req`'s caller until it is written, leading its group when the lead is its
+        (`append_many`'s wait for each of its requests, as `append` waits for its one)."""
+        if not lead:
+            # Only this caller wakes: when its request is written, or when the lead is its.
+            try:
+                req.wake.acquire()  # type: ignore[union-attr]
+            except BaseException:
+                self._abandon(req)
+                raise
+            if req.done:
+                self._pass_on(req)
+        # A leader's request is always first in the queue (the lead passes to the oldest
+        # waiting request, and nobody leads an empty queue), so its group holds it.
+        while not req.done:
+            with self._cond:
+                batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
+            self._lead(batch)
 
     def _lead(self, batch: list[AppendRequest]) -> None:
         try:

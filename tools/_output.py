@@ -232,16 +232,17 @@ def targets_table(targets: Iterable[Mapping[str, Any]], *, at_most_unit: str = "
     """A rich table of benchmark targets: label, value, target and PASS/MISS.
 
     Each target has `label`, `value`, `target`, `pass` and `at_most` (a ceiling, shown with
-    `at_most_unit`, rather than a floor).
+    `at_most_unit`, rather than a floor); `digits` (optional) is the decimals shown.
     """
     table = Table(title="targets")
     for name, justify in (("figure", "left"), ("value", "right"), ("target", "right"), ("", "left")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for t in targets:
         verdict = "[green]PASS[/]" if t["pass"] else "[red]MISS[/]"
+        digits = t.get("digits", 2 if t["at_most"] else 0)
         if t["at_most"]:
-            value, target = f"{t['value']:.2f}{at_most_unit}", f"≤ {t['target']:g}{at_most_unit}"
+            value, target = f"{t['value']:,.{digits}f}{at_most_unit}", f"≤ {t['target']:g}{at_most_unit}"
         else:
-            value, target = f"{t['value']:,.0f}", f"≥ {t['target']:,.0f}"
+            value, target = f"{t['value']:,.{digits}f}", f"≥ {t['target']:,.{digits}f}"
         table.add_row(t["label"], value, target, verdict)
     return table

@@ -27,6 +27,8 @@ from .._errors import (
 from ..approvals import ApprovalQueue, needs_operator
 from .asks import AskOutcome
 from .conversation import DEFAULT_ASK_TIMEOUT, Conversations
+from .hot import MAX_RUN_ID_LENGTH, HotPath
+from .known import KnownRuns
 from .model import (
     FINISH_KINDS,
     ControlMessage,
@@ -39,9 +41,9 @@ from .model import (
     raw_json,
     token_digest,
 )
+from .parking import Parking
 from .permissions import PermissionRelay
 from .run_actor import RunActor, Take
-from .run_call import AsRun, RunCall
 from .run_decider import (
     DeleteRun,
     Heartbeat,
@@ -53,17 +55,13 @@ from .run_decider import (
     RunState,
 )
 from .view import fold_run_view
+from .writer import RunWriter
 
 # Undelivered control messages a run may hold before pushes are refused (HTTP 429).
 DEFAULT_QUEUE_LIMIT = 1000
-# The seed takes any run id; a stream name holds at most 512 characters, "run-" included, so
-# a longer id names no run (and can register none).
-MAX_RUN_ID_LENGTH = 512 - len("run-")
-# What /register takes: a run id is shown in tables, terminals and the console.
-MAX_REGISTERED_RUN_ID = 200
 
 
-class Broker(PermissionRelay):
+class Broker(PermissionRelay, HotPath):
     """Runs, their control queues, reports, finishes, replies and permission requests."""
 
     def __init__(
@@ -85,18 +83,20 @@ class Broker(PermissionRelay):
         self.queue_limit = queue_limit
         # Which relayed permission requests only an operator decides (approvals.OPERATOR_DECIDES).
         self.operator_decides = operator_decides
-        # Versions the running actors have reached (their own appends included): the follower
-        # tells an actor to refresh only about records it has not seen. An actor writes its
-        # own entry after its state moved; a stale entry is only ever too low.
-        self._seen: dict[str, int] = {}
+        # The states the run actors and the writer have reached (their own appends included):
+        # the writer decides on them, and the follower tells an actor to refresh only about
+        # records it has not seen. An entry is only ever behind the log, never ahead.
+        self._known = KnownRuns()
         self.conversations = Conversations(self, ask_timeout)
-        asked = self.conversations.subscribers.signal
+        asked = self._asked = self.conversations.subscribers.signal
         self._dir = Directory(
             lambda id: RunActor.start(
-                log, clock, id, self._signal, self._seen, on_asked=asked, waited_on=self.has_waiters
+                log, clock, id, self._signal, self._known, on_asked=asked, waited_on=self.has_waiters
             ),
             clock,
         )
+        self._parking = Parking()
+        self._writer = RunWriter(log, clock, self._known, self._written, self._parking)
         self._issued: dict[str, str] = {}  # run id -> raw token, for tokens issued here
         self._lock = threading.Lock()
         self._listeners: dict[str, set[Callable[[], object]]] = {}
@@ -126,14 +126,11 @@ class Broker(PermissionRelay):
 
         The id must be 1 to MAX_REGISTERED_RUN_ID printable characters: it is shown to operators.
         """
-        if not run_id:
-            raise BrokerError("missing run_id")
-        if len(run_id) > MAX_REGISTERED_RUN_ID or not run_id.isprintable():
-            raise BrokerError(
-                f"invalid run_id: 1 to {MAX_REGISTERED_RUN_ID} printable characters, no control characters"
-            )
         token = token or make_token()
-        self._exec(run_id, RegisterRun(token_digest(token), over_http=True, exclusive=True))
+        done = threading.Event()
+        call = self.register_soon(run_id, token, done.set)
+        done.wait()
+        call.result()
         return token
 
     def admits(self, run_id: str, *, catch_up: bool = True) -> bool:
@@ -145,7 +142,8 @@ class Broker(PermissionRelay):
         """
         if not _storable(run_id):
             return False
-        if self._dir.peek(run_id) is not None:
+        known = self._known.get(run_id)
+        if (known is not None and known.state.exists) or self._dir.peek(run_id) is not None:
             return True
         if self.views.runner.read_state("run_registry", lambda rows: run_id in rows):
             return True
@@ -326,37 +324,6 @@ class Broker(PermissionRelay):
     def report(self, report: Report) -> None:
         self._exec(report.run_id, RecordReport(report.state, report.payload))
 
-    def call_as_run(
-        self, run_id: str, token: str, write: Report | Finish | Reply | None, done: Callable[[], object]
-    ) -> RunCall:
-        """Start a write of `run_id` checked against its `token` (None: a heartbeat), without blocking.
-
-        The token check and the write are one message to the run's actor: no other command of
-        the run comes between them. `done()` is called once the answer is in; the call's
-        result is then `(authorized, _)`, authorized only if the write was recorded (committed).
-        """
-        if isinstance(write, Report):
-            command: object = RecordReport(write.state, write.payload)
-        elif isinstance(write, Finish):
-            command = RecordFinish(write.status, write.summary, write.files_changed, write.payload)
-        elif isinstance(write, Reply):
-            command = RecordReply(write.to, write.payload)
-        else:
-            command = Heartbeat()
-        return self._call_as_run(run_id, token, Execute(command, {"actor": f"run:{run_id}"}), done)
-
-    def call_take_as_run(self, run_id: str, token: str, done: Callable[[], object]) -> RunCall:
-        """Start draining `run_id`'s queue checked against its `token`, without blocking.
-
-        As `call_as_run`: the result is `(authorized, messages taken)`, oldest first.
-        """
-        return self._call_as_run(run_id, token, Take(), done)
-
-    def _call_as_run(self, run_id: str, token: str, message: object, done: Callable[[], object]) -> RunCall:
-        if not token or not self.admits(run_id):
-            return RunCall(self._dir, run_id, None, done, (False, None))
-        return RunCall(self._dir, run_id, AsRun(token_digest(token), message), done)
-
     def finish(self, finish: Finish) -> None:
         self._exec(
             finish.run_id, RecordFinish(finish.status, finish.summary, finish.files_changed, finish.payload)
@@ -378,6 +345,9 @@ class Broker(PermissionRelay):
         return self._exec(run_id, command)
 
     def _state(self, run_id: str) -> RunState:
+        known = self._known.get(run_id)
+        if known is not None and known.fresh:
+            return known.state  # as new as the actor's: it publishes every state it reaches
         if not self.admits(run_id):
             return RunState(run_id)
         state: RunState = self._dir.ask(run_id, GetState())
@@ -404,7 +374,9 @@ class Broker(PermissionRelay):
 
     def on_record(self, record: Record) -> None:
         """Follower hook: another writer appended to a run stream."""
-        if self._seen.get(record.stream_id, 0) < record.version:
+        if self._known.version(record.stream_id) < record.version:
+            # Not written here: no known state may answer before folding it.
+            self._known.stale(record.stream_id)
             self._dir.tell_if_running(record.stream_id, Refresh(record.version))
         if record.type == "ControlQueued":
             self._signal(record.stream_id)
@@ -412,10 +384,15 @@ class Broker(PermissionRelay):
             self.conversations.subscribers.signal(record.stream_id)
 
     def passivate(self, idle_since: datetime | None = None) -> int:
-        """Stop the idle run actors (unused since `idle_since`, if given); return how many."""
+        """Stop the idle run actors (unused since `idle_since`, if given); return how many.
+
+        The known states of runs unused as long are dropped too, unless something waits on them.
+        """
+        self._known.expire(idle_since, self.has_waiters)
         return self._dir.passivate(idle_since)
 
     def close(self) -> None:
+        self._writer.close()
         self._dir.close()
 
 

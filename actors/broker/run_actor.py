@@ -1,17 +1,19 @@
-"""The broker's run actor: the run decider's shell; it also drains queues and answers calls as the run."""
+"""The broker's run actor: the run decider's shell; it also drains queues for in-process callers.
+
+The actor shares its run's latest state with the hot path's writer (`known.KnownRuns`): it
+publishes every state it reaches, and adopts a later one the writer published instead of
+reading the log for it.
+"""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 from typing import Any
-
-import pykka
 
 from eventlog import Clock, EventLog, Record, decode
 
 from .._aggregate import AggregateActor
-from .run_call import AsRun, NotifyingFuture
+from .known import KnownRuns
 from .run_decider import (
     RUNS,
     RunState,
@@ -24,7 +26,7 @@ class Take:
 
 
 class RunActor(AggregateActor[RunState]):
-    """A run's actor; `seen[id]` is the version it has reached, for the follower to read.
+    """A run's actor; `known` holds the state it reached, for the writer and the follower to read.
 
     `waited_on(id)` says whether something in this process waits for the run (a long poll):
     such an actor is not idle, so passivation spares it.
@@ -36,27 +38,31 @@ class RunActor(AggregateActor[RunState]):
         clock: Clock,
         id: str,
         on_queued: Callable[[str], object],
-        seen: dict[str, int],
+        known: KnownRuns,
         on_asked: Callable[[str], object] | None = None,
         waited_on: Callable[[str], bool] = lambda id: False,
     ) -> None:
         super().__init__(log, clock, RUNS, id)
         self._on_queued = on_queued
         self._on_asked = on_asked
-        self._seen = seen
+        self._known = known
         self._waited_on = waited_on
 
-    @staticmethod
-    def _create_future() -> pykka.Future[Any]:
-        # pykka's hook for the futures `ask` returns: these can also call back (RunCall).
-        return NotifyingFuture()
+    def on_start(self) -> None:
+        self._adopt()
+        super().on_start()  # folds whatever the known state has not seen
+
+    def on_receive(self, message: Any) -> Any:
+        self._adopt()
+        return super().on_receive(message)
+
+    def _adopt(self) -> None:
+        """Take the writer's later state of the run, if it published one (no read needed)."""
+        known = self._known.get(self.id)
+        if known is not None and known.fresh and known.version > self.version:
+            self.state, self.version, self.loaded = known.state, known.version, True
 
     def handle(self, message: Any) -> Any:
-        if isinstance(message, AsRun):
-            state = self.state
-            if not (state.exists and hmac.compare_digest(message.token_sha256, state.token_sha256)):
-                return False, None
-            return True, self.on_receive(message.message)
         if isinstance(message, Take):
             if self.state.exists and not self.state.queue:
                 return []
@@ -78,7 +84,7 @@ class RunActor(AggregateActor[RunState]):
         return state
 
     def on_changed(self, records: list[Record]) -> None:
-        self._seen[self.id] = self.version
+        self._known.publish(self.id, self.state, self.version)
         if any(r.type == "ControlQueued" for r in records):
             self._on_queued(self.id)
         if self._on_asked is not None and any(r.type.startswith("Ask") for r in records):
@@ -86,6 +92,3 @@ class RunActor(AggregateActor[RunState]):
 
     def is_idle(self) -> bool:
         return not self._waited_on(self.id)  # a long poll waiting keeps the actor
-
-    def on_stop(self) -> None:
-        self._seen.pop(self.id, None)

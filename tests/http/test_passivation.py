@@ -20,6 +20,11 @@ def live_actors(system: System) -> int:
     return len(system.broker._dir) + len(system._approval_actors)
 
 
+def known_runs(system: System) -> int:
+    """Runs whose state the broker keeps in memory for its hot path."""
+    return len(system.broker._known)
+
+
 def go_idle(system: System, clock) -> None:
     """Move the clock past the idle period and let the scheduler's tick sweep."""
     clock.advance(IDLE + 1)
@@ -46,7 +51,8 @@ def test_two_thousand_strangers_start_no_thread(client, register, system):
         response = client.post(f"/api/v1/runs/ghost-{i}/control", json={"type": "steer"}, headers=OPERATOR)
         assert response.status_code == 404
     assert threading.active_count() - threads <= SLACK
-    assert system.broker._dir.ids() == ["real"]
+    assert system.broker._dir.ids() == []  # the real run's writes need no actor either
+    assert known_runs(system) == 1  # only the real run's state is kept
     assert head(system) == before
 
 
@@ -65,21 +71,30 @@ def test_five_hundred_idle_runs_give_their_threads_back(client, register, system
     baseline = threading.active_count()
     tokens = {f"r{i}": register(f"r{i}") for i in range(500)}
     assert client.post("/heartbeat", json={"run_id": "r7", "token": tokens["r7"]}).status_code == 200
-    assert threading.active_count() >= baseline + 500  # one thread per live run actor
+    # One writer thread for every run's writes; a run's in-process reads start its actor.
+    assert threading.active_count() <= baseline + 1 + SLACK
+    for i in range(0, 500, 2):
+        assert system.broker.queue_depth(f"r{i}") == 0
+        system.broker.take_control(f"r{i}")
+    assert threading.active_count() >= baseline + 250  # one thread per live run actor
     clock.advance(IDLE / 2)
     system.tick()
-    assert len(system.broker._dir) == 500  # not idle for long enough yet
+    assert (len(system.broker._dir), known_runs(system)) == (250, 500)  # not idle for long enough yet
     go_idle(system, clock)
-    assert live_actors(system) == 0
-    assert threading.active_count() <= baseline + SLACK
+    assert (live_actors(system), known_runs(system)) == (0, 0)
+    assert threading.active_count() <= baseline + 1 + SLACK
 
 
-def test_registering_costs_one_append_and_no_lasting_thread(client, register, system, clock):
-    before = head(system)
-    register("one")
-    assert head(system) == before + 1
-    go_idle(system, clock)
+def test_registering_costs_one_append_and_no_thread(client, register, system, clock):
+    register("warm-up")  # the writer's thread starts with the first write
+    threads, before = threading.active_count(), head(system)
+    for i in range(20):
+        register(f"one-{i}")
+    assert head(system) == before + 20
+    assert threading.active_count() == threads
     assert live_actors(system) == 0
+    go_idle(system, clock)
+    assert known_runs(system) == 0
 
 
 def test_a_passivated_run_answers_with_its_state_intact(client, register, system, clock):
@@ -111,7 +126,7 @@ def test_a_passivated_run_answers_with_its_state_intact(client, register, system
     assert client.post("/poll-control", json={"run_id": "a", "token": "wrong"}).status_code == 401
 
 
-def test_a_waiting_poll_keeps_its_actor(make_client, register, system, clock, monkeypatch):
+def test_a_waiting_poll_keeps_its_state(make_client, register, system, clock, monkeypatch):
     # A 60 s poll: had passivation cut the wait short, or lost the push, the poll would not
     # answer with the message within the join below.
     client = make_client(poll_timeout=60.0)
@@ -132,12 +147,12 @@ def test_a_waiting_poll_keeps_its_actor(make_client, register, system, clock, mo
     poller.start()
     assert subscribed.wait(10)
     go_idle(system, clock)
-    assert system.broker._dir.peek("a") is not None  # the waiter keeps it
+    assert system.broker._known.get("a") is not None  # the waiter keeps it
     system.broker.push_control("a", ControlMessage("m1", "steer", "a"))
     poller.join(20)
     assert [m["id"] for m in result[0].json()] == ["m1"]
     go_idle(system, clock)
-    assert live_actors(system) == 0  # nothing waits any more
+    assert (live_actors(system), known_runs(system)) == (0, 0)  # nothing waits any more
 
 
 def test_a_blocking_approval_request_keeps_its_actor(system, clock):

@@ -12,6 +12,7 @@ from tools.cli import cli
 def test_quick_json_reports_every_figure(tmp_path):
     args = ["bench", "broker", "--quick", "--json", "--dir", str(tmp_path)]
     args += ["--agents", "2", "--reports", "20", "--seconds", "0.5", "--pushes", "3", "--rounds", "1"]
+    args += ["--polls", "5"]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
@@ -20,19 +21,41 @@ def test_quick_json_reports_every_figure(tmp_path):
     assert set(figures) == {
         "reports.durable_per_s",
         "reports.durable_per_s_median",
+        "reports.server_cpu_us",
+        "ceiling.per_s",
+        "ceiling.server_cpu_us",
         "raw.commits_per_s",
         "delivery.p50_ms",
         "delivery.p99_ms",
         "delivery.max_ms",
         "ask.p50_ms",
         "ask.p99_ms",
+        "register.appends_per_run",
+        "register.threads_added",
+        "polls.within_timeout",
+        "polls.p50_s",
+        "polls.max_s",
     }
     for name, value in figures.items():
-        assert value > 0, name
+        # CPU is counted in clock ticks: a tiny round may take less than one.
+        zero_allowed = name == "register.threads_added" or name.endswith("server_cpu_us")
+        assert value > 0 or (zero_allowed and value == 0), name
+    assert figures["register.appends_per_run"] == 1  # one append per registration
+    assert figures["polls.within_timeout"] <= 5
     assert out["ratios"]["reports_vs_raw_commits"]["value"] > 0
-    assert set(out["targets"]) == {"reports_per_s", "delivery_p99_ms"}
-    for target in out["targets"].values():
-        assert target["value"] > 0
+    assert out["ratios"]["reports_vs_ceiling"]["value"] > 0
+    assert set(out["targets"]) == {
+        "reports_per_s",
+        "reports_vs_ceiling",
+        "server_cpu_us",
+        "delivery_p50_ms",
+        "delivery_p99_ms",
+        "idle_polls_within",
+        "register_appends",
+        "register_threads",
+    }
+    for name, target in out["targets"].items():
+        assert target["value"] > 0 or name in {"register_threads", "server_cpu_us"}
         assert isinstance(target["pass"], bool)
     settings = out["settings"]
     assert (settings["synchronous"], settings["agents"], settings["pushes"]) == ("FULL", 2, 3)
@@ -42,6 +65,7 @@ def test_quick_json_reports_every_figure(tmp_path):
 def test_the_table_names_both_targets(tmp_path):
     args = ["bench", "broker", "--quick", "--dir", str(tmp_path)]
     args += ["--agents", "2", "--reports", "10", "--seconds", "0.5", "--pushes", "2", "--rounds", "1"]
+    args += ["--polls", "3"]
     result = CliRunner().invoke(cli, args, catch_exceptions=False, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "raw sqlite3: single-row commits/s" in result.output

@@ -1,4 +1,4 @@
-"""`flightlog bench broker`: the HTTP broker under 16 agents, next to raw SQLite's commit rate.
+"""`flightlog bench broker`: the HTTP broker under 16 agents, next to the HTTP stack's own ceiling.
 
 A real server — `flightlog serve` on a temporary file at `synchronous=FULL` in WAL mode —
 runs in its own process, so the load below never shares its interpreter lock. Agents talk
@@ -6,7 +6,12 @@ to it over loopback, one keep-alive connection each:
 
 - **reports**: every agent posts `/report` as fast as its answers come back; each answer
   comes only after the report's commit, so reports/s is a durable rate. The runs' report
-  counts are checked against the acknowledgements afterwards.
+  counts are checked against the acknowledgements afterwards. The server's CPU time
+  (`/proc/<pid>/stat`, every thread) over the round, divided by the reports, is its CPU
+  per durable report.
+- **ceiling**: the same agents post the same bodies to the HTTP stack alone — the same
+  uvicorn settings and Starlette, an endpoint that parses the JSON and answers without
+  storing (`broker_ceiling`), in its own process: what reports/s could be at most here.
 - **delivery**: every agent long-polls `/poll-control`; one pusher sends a message to each
   agent in turn over `/push-control` (operator Bearer token) and times push → the poll's
   answer holding it, one message in flight at a time.
@@ -14,7 +19,10 @@ to it over loopback, one keep-alive connection each:
   the other long-polls, and answers each ask with a reply (`/send` with `reply_to`). Timed
   from the ask to the wait's answer, one ask in flight at a time.
 - **raw**: raw sqlite3 inserting one row per transaction into the same schema, in the same
-  run: the durable-commit rate the server is measured against.
+  run: the durable-commit rate of the disk.
+
+Rounds of raw, ceiling and reports are interleaved, so each sees the same moments of a
+noisy machine.
 """
 
 from __future__ import annotations
@@ -24,8 +32,6 @@ import os
 import secrets
 import sqlite3
 import statistics
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -37,9 +43,15 @@ from rich.table import Table
 from .._output import console, emit_json, targets_table, temp_dir_option, with_status
 from . import log_workloads as w
 from .approvals import percentile
-from .broker_client import WAIT, Agent, Connection, ServerProcess
+from .broker_client import Agent, Connection, ServerProcess
+from .broker_latency import asks, delivery
+from .broker_load import post_all
+from .soak_polls import long_polls, register_runs, server_stats
 
 REPORTS_TARGET = 2000.0  # durable reports per second with 16 agents, at least
+CEILING_TARGET = 0.5  # durable reports/s over the HTTP stack's ceiling in the same run, at least
+CPU_TARGET_US = 150.0  # server CPU per durable report in µs, at most
+DELIVERY_P50_TARGET = 1.5  # push → poll answer p50 in ms, at most
 DELIVERY_P99_TARGET = 50.0  # push → poll answer p99 in ms, at most
 
 
@@ -52,6 +64,7 @@ class Sizes:
     seconds: float  # time box of a report round and of the raw commit phase
     pushes: int  # delivery samples
     rounds: int  # report and raw rounds, interleaved; the best counts
+    polls: int = 1000  # runs registered, then idle long polls held at once (one per run)
 
 
 QUICK = Sizes(agents=16, reports=3000, seconds=1.5, pushes=80, rounds=1)
@@ -85,54 +98,59 @@ def served(parent: str | None, agents: int) -> Iterator[tuple[ServerProcess, lis
             server.close()
 
 
+@contextlib.contextmanager
+def ceiling_served(agents: int) -> Iterator[tuple[ServerProcess, list[Agent]]]:
+    """The HTTP stack's ceiling server and `agents` connections to it (their runs exist nowhere)."""
+    server = ServerProcess("", "", ceiling=True)
+    team: list[Agent] = []
+    try:
+        for i in range(agents):
+            team.append(Agent(f"bench-agent-{i:02d}", secrets.token_hex(16), Connection(server.port)))
+        yield server, team
+    finally:
+        for a in team:
+            a.conn.close()
+        server.close()
+
+
 # -- reports -----------------------------------------------------------------------------------
 
 
-def report_round(team: list[Agent], operator: Connection, total: int, seconds: float) -> float:
-    """Durable reports per second: every agent reports until `total` together, or time is up."""
-    share = max(1, total // len(team))
-    gate = threading.Barrier(len(team) + 1)
-    deadline = [0.0]
-    acked = [0] * len(team)
-    errors: list[BaseException] = []
+@dataclass(frozen=True)
+class Round:
+    """One report round: answers per second, and the server's CPU per answer."""
 
-    def agent(k: int, a: Agent) -> None:
-        body = orjson.dumps(
+    per_s: float
+    cpu_us: float
+
+
+def report_round(
+    server: ServerProcess, team: list[Agent], operator: Connection | None, total: int, seconds: float
+) -> Round:
+    """Reports per second: every agent reports until `total` together, or time is up.
+
+    With `operator`, every acknowledged report must be in the log afterwards (a durable rate);
+    without, the server is the ceiling, which keeps nothing.
+    """
+    share = max(1, total // len(team))
+    bodies = [
+        orjson.dumps(
             {"run_id": a.run_id, "token": a.token, "state": "working", "payload": {"tool": "shell", "n": k}}
         )
-        try:
-            gate.wait(WAIT)
-            end = deadline[0]
-            for _ in range(share):
-                status, answer = a.conn.post("/report", body)
-                if status != 200:
-                    raise click.ClickException(f"/report answered {status}: {answer[:200]!r}")
-                acked[k] += 1
-                if time.perf_counter() >= end:
-                    break
-        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread below
-            errors.append(e)
-
-    before = _report_counts(operator)
-    threads = [threading.Thread(target=agent, args=(k, a), daemon=True) for k, a in enumerate(team)]
-    for thread in threads:
-        thread.start()
-    start = time.perf_counter()
-    deadline[0] = start + seconds
-    gate.wait(WAIT)
-    for thread in threads:
-        thread.join(WAIT + seconds)
-    elapsed = time.perf_counter() - start
-    if errors:
-        raise errors[0]
-    if any(t.is_alive() for t in threads):
-        raise click.ClickException("some agents never finished reporting")
-    # Each acknowledgement came after a commit: the log must hold every one of them.
-    after = _report_counts(operator)
-    recorded = sum(after.get(a.run_id, 0) - before.get(a.run_id, 0) for a in team)
-    if recorded != sum(acked):
-        raise click.ClickException(f"{sum(acked)} reports acknowledged but {recorded} recorded")
-    return sum(acked) / max(elapsed, 1e-9)
+        for k, a in enumerate(team)
+    ]
+    before = _report_counts(operator) if operator is not None else {}
+    cpu = server.cpu_seconds()
+    acked, elapsed = post_all(server.port, "/report", bodies, share, seconds)
+    cpu = server.cpu_seconds() - cpu
+    done = sum(acked)
+    if operator is not None:
+        # Each acknowledgement came after a commit: the log must hold every one of them.
+        after = _report_counts(operator)
+        recorded = sum(after.get(a.run_id, 0) - before.get(a.run_id, 0) for a in team)
+        if recorded != done:
+            raise click.ClickException(f"{done} reports acknowledged but {recorded} recorded")
+    return Round(done / max(elapsed, 1e-9), cpu * 1e6 / max(done, 1))
 
 
 def _report_counts(operator: Connection) -> dict[str, int]:
@@ -142,174 +160,128 @@ def _report_counts(operator: Connection) -> dict[str, int]:
     return {r["run_id"]: int(r.get("report_count", 0)) for r in orjson.loads(body)["runs"]}
 
 
-# -- delivery ----------------------------------------------------------------------------------
-
-
-def delivery(team: list[Agent], operator: Connection, pushes: int) -> list[float]:
-    """Seconds from each push's send to the answer of the poll that carries it."""
-    arrived: dict[str, float] = {}
-    landed = threading.Condition()
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def poller(a: Agent) -> None:
-        body = orjson.dumps({"run_id": a.run_id, "token": a.token})
-        try:
-            while not stop.is_set():
-                status, answer = a.conn.post("/poll-control", body)
-                now = time.perf_counter()
-                if status != 200:
-                    raise click.ClickException(f"/poll-control answered {status}")
-                messages = orjson.loads(answer) or []
-                if messages:
-                    with landed:
-                        for m in messages:
-                            arrived[m["id"]] = now
-                        landed.notify_all()
-        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread below
-            errors.append(e)
-            with landed:
-                landed.notify_all()
-
-    def push(i: int) -> float:
-        a = team[i % len(team)]
-        message_id = f"m{i}"
-        message = {"id": message_id, "type": "steer", "run_id": a.run_id, "payload": {"n": i}}
-        sent = time.perf_counter()
-        operator.call("/push-control", message)
-        with landed:
-            if not landed.wait_for(lambda: message_id in arrived or bool(errors), WAIT):
-                raise click.ClickException(f"message {message_id} was never delivered")
-        if errors:
-            raise errors[0]
-        return arrived[message_id] - sent
-
-    threads = [threading.Thread(target=poller, args=(a,), daemon=True) for a in team]
-    for thread in threads:
-        thread.start()
-    try:
-        for i in range(len(team)):  # warm-up: each agent's first delivery is not counted
-            push(-1 - i)
-        return [push(i) for i in range(pushes)]
-    finally:
-        stop.set()
-        # Each poll still waiting ends with a last message (or its own timeout).
-        for k, a in enumerate(team):
-            with contextlib.suppress(click.ClickException):
-                operator.call("/push-control", {"id": f"stop{k}", "type": "stop", "run_id": a.run_id})
-        for thread in threads:
-            thread.join(WAIT)
-
-
-def asks(team: list[Agent], count: int) -> list[float]:
-    """Seconds from each ask to its reply in /wait_reply, between two agents of `team`."""
-    asker, answerer = team[0], team[1]
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def answer() -> None:
-        creds: dict[str, Any] = {"run_id": answerer.run_id, "token": answerer.token}
-        try:
-            while not stop.is_set():
-                status, body = answerer.conn.post("/poll-control", orjson.dumps(creds))
-                if status != 200:
-                    raise click.ClickException(f"/poll-control answered {status}")
-                for m in orjson.loads(body) or []:
-                    question = m.get("payload") or {}
-                    if m["type"] != "agent_message" or not question.get("expects_reply"):
-                        continue
-                    reply = {"reply_to": question["id"], "message": "yes"}
-                    sent = {**creds, "from_run_id": answerer.run_id, "to_run_id": asker.run_id}
-                    sent |= {"type": "agent_message", "payload": reply}
-                    status, _ = answerer.conn.post("/send", orjson.dumps(sent))
-                    if status != 200:
-                        raise click.ClickException(f"/send (reply) answered {status}")
-        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread below
-            errors.append(e)
-
-    thread = threading.Thread(target=answer, name="bench-answerer", daemon=True)
-    thread.start()
-    creds: dict[str, Any] = {"run_id": asker.run_id, "token": asker.token}
-    samples = []
-    try:
-        for i in range(count):
-            question = {"id": f"ask-{i}", "message": "ready?", "expects_reply": True}
-            body = {**creds, "from_run_id": asker.run_id, "to_run_id": answerer.run_id}
-            body |= {"type": "agent_message", "payload": question}
-            start = time.perf_counter()
-            status, _ = asker.conn.post("/send", orjson.dumps(body))
-            if status != 200:
-                raise click.ClickException(f"/send (ask) answered {status}")
-            status, _ = asker.conn.post("/wait_reply", orjson.dumps({**creds, "waiting_for": f"ask-{i}"}))
-            if status != 200:
-                raise click.ClickException(str(errors[0]) if errors else f"/wait_reply answered {status}")
-            samples.append(time.perf_counter() - start)
-    finally:
-        stop.set()
-        thread.join(WAIT)
-    if errors:
-        raise errors[0]
-    return samples
-
-
 # -- the run -----------------------------------------------------------------------------------
 
 
 def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> dict[str, Any]:
     """Run every workload; return figures, ratios, targets and settings as one JSON-able dict."""
-    rates: list[float] = []
+    rounds: list[Round] = []
+    ceilings: list[Round] = []
     raw_rates: list[float] = []
     latencies: list[float] = []
-    with served(parent, sizes.agents) as (_, team, operator):
+    with served(parent, sizes.agents) as (server, team, operator), ceiling_served(sizes.agents) as stack:
+        ceiling, ceiling_team = stack
         advance("warm-up")
-        report_round(team, operator, sizes.agents * 10, sizes.seconds)
+        report_round(server, team, operator, sizes.agents * 10, sizes.seconds)
+        report_round(ceiling, ceiling_team, None, sizes.agents * 10, sizes.seconds)
         for r in range(sizes.rounds):
-            # Interleaved, so both sides see the same moments of a noisy machine.
+            # Interleaved, so every side sees the same moments of a noisy machine.
             advance(f"raw sqlite3: round {r + 1}/{sizes.rounds}")
             with w.fresh_path(parent, "raw.db") as path:
                 count, elapsed = w.raw_append(path, sizes.reports, 1, sizes.seconds)
             raw_rates.append(count / max(elapsed, 1e-9))
+            advance(f"HTTP stack ceiling: round {r + 1}/{sizes.rounds}")
+            ceilings.append(report_round(ceiling, ceiling_team, None, sizes.reports, sizes.seconds))
             advance(f"reports: round {r + 1}/{sizes.rounds}")
-            rates.append(report_round(team, operator, sizes.reports, sizes.seconds))
+            rounds.append(report_round(server, team, operator, sizes.reports, sizes.seconds))
         advance("delivery")
         latencies = delivery(team, operator, sizes.pushes)
         advance("asks")
         round_trips = asks(team, sizes.pushes)
+        advance(f"registering {sizes.polls:,} runs")
+        registered = registration(server, sizes.polls)
+        advance(f"{sizes.polls:,} idle long polls")
+        polls = long_polls(server.port, sizes.polls, registered.pop("tokens"))
+    return _result(sizes, rounds, ceilings, raw_rates, (latencies, round_trips), registered, polls)
+
+
+def registration(server: ServerProcess, count: int) -> dict[str, Any]:
+    """Register `count` runs; the appends and the server threads each cost, and their tokens."""
+    head, threads = server.head(), server_stats(server.proc.pid)[1]
+    tokens = register_runs(server.port, [f"bench-poller-{i:05d}" for i in range(count)])
+    return {
+        "runs": count,
+        "appends_per_run": round((server.head() - head) / count, 3),
+        "threads_added": server_stats(server.proc.pid)[1] - threads,
+        "tokens": tokens,
+    }
+
+
+def _result(
+    sizes: Sizes,
+    rounds: list[Round],
+    ceilings: list[Round],
+    raw_rates: list[float],
+    samples: tuple[list[float], list[float]],
+    registered: dict[str, Any],
+    polls: dict[str, Any],
+) -> dict[str, Any]:
+    latencies, round_trips = samples
     ms = 1000.0
+    best = max(rounds, key=lambda r: r.per_s)
+    best_ceiling = max(ceilings, key=lambda r: r.per_s)
     figures = {
-        "reports.durable_per_s": round(max(rates), 1),
-        "reports.durable_per_s_median": round(statistics.median(rates), 1),
+        "reports.durable_per_s": round(best.per_s, 1),
+        "reports.durable_per_s_median": round(statistics.median(r.per_s for r in rounds), 1),
+        "reports.server_cpu_us": round(statistics.median(r.cpu_us for r in rounds), 1),
+        "ceiling.per_s": round(best_ceiling.per_s, 1),
+        "ceiling.server_cpu_us": round(statistics.median(r.cpu_us for r in ceilings), 1),
         "raw.commits_per_s": round(max(raw_rates), 1),
         "delivery.p50_ms": round(percentile(latencies, 50) * ms, 3),
         "delivery.p99_ms": round(percentile(latencies, 99) * ms, 3),
         "delivery.max_ms": round(max(latencies) * ms, 3),
         "ask.p50_ms": round(percentile(round_trips, 50) * ms, 3),
         "ask.p99_ms": round(percentile(round_trips, 99) * ms, 3),
+        "register.appends_per_run": registered["appends_per_run"],
+        "register.threads_added": registered["threads_added"],
+        "polls.within_timeout": polls["within"],
+        "polls.p50_s": polls["p50_s"],
+        "polls.max_s": polls["max_s"],
     }
-    rate, p99 = figures["reports.durable_per_s"], figures["delivery.p99_ms"]
+    rate, cpu = figures["reports.durable_per_s"], figures["reports.server_cpu_us"]
+    vs_ceiling = round(rate / figures["ceiling.per_s"], 3)
+    p50, p99 = figures["delivery.p50_ms"], figures["delivery.p99_ms"]
     return {
         "figures": figures,
         "ratios": {
+            "reports_vs_ceiling": {
+                "label": "durable reports/s / the HTTP stack's ceiling (same run)",
+                "value": vs_ceiling,
+            },
             "reports_vs_raw_commits": {
                 "label": "durable reports/s over HTTP / raw single-row commits/s",
                 "value": round(rate / figures["raw.commits_per_s"], 3),
             },
+            "cpu_vs_ceiling": {
+                "label": "server CPU per durable report / the ceiling's per request",
+                "value": round(cpu / max(figures["ceiling.server_cpu_us"], 1e-9), 3),
+            },
         },
         "targets": {
-            "reports_per_s": {
-                "label": f"durable reports/s, {sizes.agents} agents",
-                "value": rate,
-                "target": REPORTS_TARGET,
-                "at_most": False,
-                "pass": rate >= REPORTS_TARGET,
-            },
-            "delivery_p99_ms": {
-                "label": "push → poll answer p99 (ms)",
-                "value": p99,
-                "target": DELIVERY_P99_TARGET,
-                "at_most": True,
-                "pass": p99 <= DELIVERY_P99_TARGET,
-            },
+            "reports_vs_ceiling": _target(
+                "durable reports/s / HTTP stack ceiling", vs_ceiling, CEILING_TARGET, at_most=False, digits=2
+            ),
+            "server_cpu_us": _target("server CPU per durable report (µs)", cpu, CPU_TARGET_US, at_most=True),
+            "delivery_p50_ms": _target("push → poll answer p50 (ms)", p50, DELIVERY_P50_TARGET, at_most=True),
+            "delivery_p99_ms": _target("push → poll answer p99 (ms)", p99, DELIVERY_P99_TARGET, at_most=True),
+            "reports_per_s": _target(
+                f"durable reports/s, {sizes.agents} agents", rate, REPORTS_TARGET, at_most=False
+            ),
+            "idle_polls_within": _target(
+                f"idle long polls answered within {polls['timeout_s']:g} + 0.2 s (of {sizes.polls:,})",
+                polls["within"],
+                sizes.polls,
+                at_most=False,
+            ),
+            "register_appends": _target(
+                "appends per registered run", registered["appends_per_run"], 1, at_most=True, digits=2
+            ),
+            "register_threads": _target(
+                f"server threads started by {sizes.polls:,} registrations",
+                registered["threads_added"],
+                0,
+                at_most=True,
+            ),
         },
         "settings": {
             "journal_mode": "WAL",
@@ -318,12 +290,24 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
             "reports": sizes.reports,
             "seconds": sizes.seconds,
             "pushes": sizes.pushes,
+            "polls": sizes.polls,
             "rounds": sizes.rounds,
             "sqlite": sqlite3.sqlite_version,
             "cpus": os.cpu_count(),
             "load_average": [round(x, 2) for x in os.getloadavg()],
         },
     }
+
+
+def _target(
+    label: str, value: float, target: float, *, at_most: bool, digits: int | None = None
+) -> dict[str, Any]:
+    met = value <= target if at_most else value >= target
+    entry: dict[str, Any] = {"label": label, "value": value, "target": target, "at_most": at_most}
+    entry["pass"] = met
+    if digits is not None:
+        entry["digits"] = digits
+    return entry
 
 
 def _report(result: dict[str, Any]) -> None:
@@ -333,19 +317,28 @@ def _report(result: dict[str, Any]) -> None:
     table.add_column("value", justify="right")
     table.add_row("durable reports/s over HTTP", f"{fig['reports.durable_per_s']:,.0f}")
     table.add_row("  median of the rounds", f"{fig['reports.durable_per_s_median']:,.0f}")
+    table.add_row("server CPU per durable report (µs)", f"{fig['reports.server_cpu_us']:,.0f}")
+    table.add_row("HTTP stack ceiling: answers/s, nothing stored", f"{fig['ceiling.per_s']:,.0f}")
+    table.add_row("  its server CPU per answer (µs)", f"{fig['ceiling.server_cpu_us']:,.0f}")
     table.add_row("raw sqlite3: single-row commits/s", f"{fig['raw.commits_per_s']:,.0f}")
     table.add_row("push → poll answer p50 (ms)", f"{fig['delivery.p50_ms']:.2f}")
     table.add_row("push → poll answer p99 (ms)", f"{fig['delivery.p99_ms']:.2f}")
     table.add_row("push → poll answer max (ms)", f"{fig['delivery.max_ms']:.2f}")
     table.add_row("ask → reply round trip p50 (ms)", f"{fig['ask.p50_ms']:.2f}")
     table.add_row("ask → reply round trip p99 (ms)", f"{fig['ask.p99_ms']:.2f}")
+    table.add_row(
+        f"idle long polls answered in time (of {st['polls']:,})", f"{fig['polls.within_timeout']:,}"
+    )
+    table.add_row("  their answer p50 / max (s)", f"{fig['polls.p50_s']:.3f} / {fig['polls.max_s']:.3f}")
+    table.add_row("appends per registered run", f"{fig['register.appends_per_run']:.2f}")
+    table.add_row("server threads started by the registrations", f"{fig['register.threads_added']}")
     console.print(table)
     for r in result["ratios"].values():
         console.print(f"{r['label']}: {r['value']:.2f}x", soft_wrap=True)
     console.print(targets_table(result["targets"].values()))
     console.print(
         f"WAL, synchronous={st['synchronous']} on both sides; SQLite {st['sqlite']}, {st['cpus']} CPUs "
-        f"(server, agents and raw sqlite3 share them), load average {st['load_average'][0]}; "
+        f"(server, ceiling, agents and raw sqlite3 share them), load average {st['load_average'][0]}; "
         f"report rounds stop after {st['reports']:,} reports or {st['seconds']:g} s; "
         f"{st['pushes']} deliveries and {st['pushes']} asks, one in flight at a time.",
         soft_wrap=True,
@@ -360,6 +353,7 @@ def _report(result: dict[str, Any]) -> None:
 @click.option("--seconds", type=click.FloatRange(0.01), help="Time box of a report round.")
 @click.option("--pushes", type=click.IntRange(1), help="Deliveries to time.")
 @click.option("--rounds", type=click.IntRange(1), help="Report rounds (the best counts).")
+@click.option("--polls", type=click.IntRange(1), help="Idle long polls held at once (one run each).")
 @temp_dir_option
 def bench_broker(
     quick: bool,
@@ -369,15 +363,18 @@ def bench_broker(
     seconds: float | None,
     pushes: int | None,
     rounds: int | None,
+    polls: int | None,
     parent: str | None,
 ) -> None:
-    """The HTTP broker: durable reports/s, push → poll and ask → reply latency, next to raw commits/s.
+    """The HTTP broker: reports/s, CPU per report, push → poll and ask → reply, next to the stack's ceiling.
 
     Starts `flightlog serve` on a temporary database in a child process, registers a run per
     agent, and drives it over loopback: reports from every agent at once, then pushes to
-    agents waiting in long polls, then asks from one agent answered by another. Raw sqlite3
-    single-row commits are measured in the same run. Each figure is checked against its target
-    (PASS/MISS).
+    agents waiting in long polls, then asks from one agent answered by another, then registers
+    a thousand runs (appends and threads counted) and holds one idle long poll for each. The same
+    uvicorn and Starlette answering the same bodies without storing them (the ceiling), and
+    raw sqlite3 single-row commits, are measured in the same run. Each figure is checked
+    against its target (PASS/MISS).
 
     \b
     Example:
@@ -392,6 +389,7 @@ def bench_broker(
         seconds=seconds or sizes.seconds,
         pushes=pushes or sizes.pushes,
         rounds=rounds or sizes.rounds,
+        polls=polls or sizes.polls,
     )
     result = with_status("bench broker", lambda update: run(sizes, parent, update))
     if as_json:

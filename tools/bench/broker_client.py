@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,16 +20,27 @@ import orjson
 WAIT = 60.0  # seconds any one step may take before the benchmark gives up
 TOKEN_ENV = "FLIGHTLOG_OPERATOR_TOKEN"
 LISTENING = "flightlog: listening on http://"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 IDLE = 1.0  # seconds after which a connection is reopened (uvicorn closes idle ones after 5)
 
 
 class ServerProcess:
-    """`flightlog serve --port 0` over `db` in a child process; `port` is read from its output."""
+    """`flightlog serve --port 0` over `db` in a child process; `port` is read from its output.
 
-    def __init__(self, db: str, operator_token: str, extra: tuple[str, ...] = ()) -> None:
+    With `ceiling`, the child is instead the HTTP stack's ceiling server
+    (`tools.bench.broker_ceiling`), which stores nothing.
+    """
+
+    def __init__(
+        self, db: str, operator_token: str, extra: tuple[str, ...] = (), *, ceiling: bool = False
+    ) -> None:
+        self.db = db
         env = {**os.environ, TOKEN_ENV: operator_token, "PYTHONUNBUFFERED": "1"}
-        argv = [sys.executable, "-m", "tools.cli", "serve", "--db", db, "--port", "0"]
-        argv += ["--no-access-log", "--log-level", "warning", *extra]
+        if ceiling:
+            argv = [sys.executable, "-m", "tools.bench.broker_ceiling"]
+        else:
+            argv = [sys.executable, "-m", "tools.cli", "serve", "--db", db, "--port", "0"]
+            argv += ["--no-access-log", "--log-level", "warning", *extra]
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )
@@ -70,6 +83,19 @@ class ServerProcess:
             if LISTENING in line:
                 return int(line.rsplit(":", 1)[1].strip())
         raise click.ClickException("the server did not start in time")
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used so far, user and system, all its threads."""
+        with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+            stat = f.read()
+        # The command name may hold spaces: the fields are counted after its closing parenthesis.
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def head(self) -> int:
+        """The last seq of the server's log, read from its file (read-only, as a second reader)."""
+        with contextlib.closing(sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)) as conn:
+            return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
 
     def close(self) -> None:
         """SIGTERM, then SIGKILL if it has not stopped in time."""

@@ -74,9 +74,13 @@ def _in_clients(client: Callable[[int], None]) -> None:
         thread.join(WAIT * 10)
 
 
-def long_polls(port: int, count: int) -> dict[str, Any]:
-    """Hold `count` polls at once on empty queues; how many were answered within the timeout + slack."""
-    tokens = _register(port, [f"soak-poller-{i:05d}" for i in range(count)])
+def long_polls(port: int, count: int, tokens: dict[str, str] | None = None) -> dict[str, Any]:
+    """Hold `count` polls at once on empty queues; how many were answered within the timeout + slack.
+
+    The polls are those of the runs of `tokens` (run id -> token), else of `count` runs registered first.
+    """
+    if tokens is None:
+        tokens = register_runs(port, [f"soak-poller-{i:05d}" for i in range(count)])
     _room_for(count + 100)
     took = asyncio.run(asyncio.wait_for(_poll_all(port, tokens), WAIT))
     answered = [t for t in took if t is not None]
@@ -90,7 +94,8 @@ def long_polls(port: int, count: int) -> dict[str, Any]:
     }
 
 
-def _register(port: int, run_ids: list[str]) -> dict[str, str]:
+def register_runs(port: int, run_ids: list[str]) -> dict[str, str]:
+    """Register `run_ids` over a few connections at once; their tokens by run id."""
     tokens: dict[str, str] = {}
     lock = threading.Lock()
 

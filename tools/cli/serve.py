@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 TOKEN_ENV = "FLIGHTLOG_OPERATOR_TOKEN"
 MIN_TOKEN_LENGTH = 16
 MAX_TOKEN_LENGTH = 512
-GRACEFUL_SHUTDOWN = 5.0  # seconds in-flight requests get on SIGINT/SIGTERM, as the seed's Stop
 EXIT_TAMPERED = 3  # serve refused a log whose chain does not verify (see --allow-tampered)
 PROGRESS_FROM = 50_000  # logs shorter than this verify too fast to need a progress bar
 
@@ -47,7 +46,7 @@ def _serve(app: Any, sock: socket.socket, access_log: bool, log_level: str, read
     """Run uvicorn until it is told to stop; print the bound address once it accepts connections."""
     import uvicorn  # here, not at the top: every other command starts without the server stack
 
-    from ..http import read_deadline_protocol
+    from ..http import server_config
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -59,19 +58,7 @@ def _serve(app: Any, sock: socket.socket, access_log: bool, log_level: str, read
                 click.echo(f"flightlog: listening on {url}")
                 click.echo(f"flightlog: console at {url}/ui/ (log in with the operator token)")
 
-    host, port = sock.getsockname()[:2]
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level,
-        access_log=access_log,
-        proxy_headers=False,
-        server_header=False,
-        lifespan="off",
-        timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
-        http=read_deadline_protocol(read_timeout),
-    )
+    config = server_config(app, sock, access_log=access_log, log_level=log_level, read_timeout=read_timeout)
     logging.getLogger("uvicorn.access").addFilter(_QueryFreeAccessLog())
     _log_storage_incidents()
     Server(config).run(sockets=[sock])

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .app import create_app
-from .binding import PortInUseError, listen
+from .binding import PortInUseError, listen, server_config
 from .forks import Fork, ForkError, Redriven, fork_run, redrive
 from .integrity import TAMPER_HEADER, Integrity, check_log, drop_untrusted
 from .travel_reads import entry_from_dict, moment_from_dict, runs_from_payload
@@ -33,6 +33,7 @@ __all__ = [
     "read_deadline_protocol",
     "redrive",
     "runs_from_payload",
+    "server_config",
 ]
 
 

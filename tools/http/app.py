@@ -17,6 +17,7 @@ from .broker import POLL_TIMEOUT, BrokerRoutes
 from .console import ConsoleRoutes
 from .console_auth import ConsoleSessions
 from .faults import Incidents, StorageFaults
+from .hot import HotRoutes
 from .integrity import TAMPER_HEADER, Integrity
 from .openapi import openapi_document
 from .operator import OperatorRoutes
@@ -52,15 +53,18 @@ def create_app(
         return json_response(document)
 
     sessions = ConsoleSessions(operator_token_sha256)
+    broker_routes = BrokerRoutes(system.broker, operator_token_sha256, poll_timeout)
     routes = [
-        *BrokerRoutes(system.broker, operator_token_sha256, poll_timeout).routes(),
+        *broker_routes.routes(),
         *ConsoleRoutes(system, sessions).routes(),
         *OperatorRoutes(system, operator_token_sha256, sessions).routes(),
         Route("/openapi.json", Endpoint(openapi, ("GET", "HEAD"))),
     ]
-    # Storage faults become 503s with their cause inside uvicorn's error handler, never a 500.
+    # Storage faults become 503s with their cause inside uvicorn's error handler, never a 500;
+    # inside that, the agents' busiest routes are served without the router (`hot`).
     incidents = Incidents(system.log)
-    app = Starlette(routes=routes, middleware=[Middleware(StorageFaults, incidents=incidents)])
+    middleware = [Middleware(StorageFaults, incidents=incidents), Middleware(HotRoutes, routes=broker_routes)]
+    app = Starlette(routes=routes, middleware=middleware)
     # As the seed's ServeMux: `/register/` is not `/register`, and an unknown path is a plain 404.
     app.router.redirect_slashes = False
     app.router.default = _not_found

@@ -1,9 +1,13 @@
-"""The listening socket of a server, bound before uvicorn starts so a busy port is a clear error."""
+"""The listening socket of a server, bound before uvicorn starts so a busy port is a clear error;
+and the uvicorn settings every flightlog server runs with."""
 
 from __future__ import annotations
 
 import errno
 import socket
+from typing import Any
+
+GRACEFUL_SHUTDOWN = 5.0  # seconds in-flight requests get on SIGINT/SIGTERM, as the seed's Stop
 
 
 class PortInUseError(OSError):
@@ -31,3 +35,29 @@ def listen(host: str, port: int) -> socket.socket:
         raise
     sock.set_inheritable(True)
     return sock
+
+
+def server_config(
+    app: Any, sock: socket.socket, *, access_log: bool, log_level: str, read_timeout: float = 10.0
+) -> Any:
+    """The uvicorn Config of `flightlog serve` for `app` on `sock` (also the bench's ceiling server).
+
+    `read_timeout` is each request's read deadline in seconds (`tools.http.protocol`, as serve's default).
+    """
+    import uvicorn  # here, not at the top: every other command starts without the server stack
+
+    from .protocol import read_deadline_protocol
+
+    host, port = sock.getsockname()[:2]
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        proxy_headers=False,
+        server_header=False,
+        lifespan="off",
+        timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
+        http=read_deadline_protocol(read_timeout),
+    )

@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive
 
 from actors import (
     Broker,
@@ -28,6 +29,7 @@ from actors import (
     Finish,
     Reply,
     Report,
+    make_token,
 )
 
 from .ask import AskRoutes
@@ -60,6 +62,8 @@ POST = ("POST",)
 # What a run may say about itself at /register, for peer discovery (/sessions).
 PEER_FIELDS = ("label", "backend", "model", "dir", "status")
 Body = dict[str, Any]
+OK = {"ok": True}
+QUEUED = {"queued": True}
 
 
 class BrokerRoutes:
@@ -100,16 +104,17 @@ class BrokerRoutes:
 
     async def authenticated(self, request: Request) -> tuple[Body, bytes]:
         """(body, raw body) of a request whose run credentials check out; else a 4xx."""
-        if request.method == "GET":
-            body: Body = {}
-            raw = b""
-            run_id = request.query_params.get("run_id", "")
-            token = request.query_params.get("token", "")
-        else:
-            raw = await read_body(request)
-            body = parse_object(raw)
-            run_id = string_field(body, "run_id")
-            token = string_field(body, "token")
+        if request.method != "GET":
+            return await self.authenticated_raw(await read_body(request))
+        query = request.query_params
+        return await self._authenticated(query.get("run_id", ""), query.get("token", ""), {}, b"")
+
+    async def authenticated_raw(self, raw: bytes) -> tuple[Body, bytes]:
+        """`authenticated` for the POST body `raw`."""
+        body = parse_object(raw)
+        return await self._authenticated(string_field(body, "run_id"), string_field(body, "token"), body, raw)
+
+    async def _authenticated(self, run_id: str, token: str, body: Body, raw: bytes) -> tuple[Body, bytes]:
         if not run_id or not token:
             raise WireError(401, "unauthorized: missing run_id or token")
         if not await run_in_threadpool(self.broker.authenticate, run_id, token):
@@ -117,14 +122,13 @@ class BrokerRoutes:
         return body, raw
 
     async def write_as_run(
-        self, request: Request, build: Callable[[Body, bytes], Report | Finish | Reply | None]
+        self, raw: bytes, build: Callable[[Body, bytes], Report | Finish | Reply | None]
     ) -> None:
-        """Authenticate and record the write `build` makes of the body, in one step of the run's actor.
+        """Authenticate and record the write `build` makes of the body `raw`, in one step of the run's writes.
 
         The answers are those of `authenticated` followed by the write: a field of the wrong
         type is a 400 only for a caller whose credentials check out, else a 401.
         """
-        raw = await read_body(request)
         body = parse_object(raw)
         run_id, token = await self.admitted(body)
         try:
@@ -173,41 +177,63 @@ class BrokerRoutes:
                 400, f"invalid token: {MIN_TOKEN_LENGTH} to {MAX_TOKEN_LENGTH} printable ASCII characters"
             )
         info = {key: string_field(body, key) for key in PEER_FIELDS}
-        token = await call(self.broker.register, run_id, token)
+        token = token or make_token()
+        await answer(lambda done: self.broker.register_soon(run_id, token, done))
         if any(info.values()):
             await call(functools.partial(self.broker.update_session_info, run_id, **info))
         # The body carries the run's secret: no cache may keep it. Keys in the seed's order.
         return json_response({"run_id": run_id, "token": token}, headers={"Cache-Control": "no-store"})
 
     async def heartbeat(self, request: Request) -> Response:
-        await self.write_as_run(request, lambda body, raw: None)
+        await self.heartbeat_raw(await read_body(request))
         return text_ok()
+
+    async def heartbeat_raw(self, raw: bytes) -> None:
+        await self.write_as_run(raw, lambda body, raw: None)
 
     async def push_control(self, request: Request) -> Response:
         if self.operator_token_sha256:
-            if not digest_matches(bearer_token(request), self.operator_token_sha256):
-                raise WireError(401, "unauthorized")
-            raw = await read_body(request)
-            body = parse_object(raw)
+            await self.push_raw(await read_body(request), bearer_token(request))
         else:
             body, raw = await self.authenticated(request)
+            await self.push_raw(raw, None, body)
+        return json_response(QUEUED)
+
+    async def push_raw(self, raw: bytes, bearer: bytes | None, body: Body | None = None) -> None:
+        """Queue the pushed message `raw`: with the operator's `bearer` token, or `body` authenticated."""
+        if body is None:
+            if not digest_matches(bearer, self.operator_token_sha256):
+                raise WireError(401, "unauthorized")
+            body = parse_object(raw)
         message = ControlMessage(
             string_field(body, "id"),
             string_field(body, "type"),
             string_field(body, "run_id"),
             string_field(body, "from_run_id"),
-            raw_member(raw, "payload"),
+            raw_member(raw, "payload", body),
         )
         time_field(body, "created_at")
         if not (message.run_id and message.id and message.type):
             raise WireError(400, "missing fields")
-        await call(self.broker.push_control, message.run_id, message)
-        return json_response({"queued": True})
+        if not await self.admits(message.run_id):
+            raise WireError(404, "run not found")
+        await answer(lambda done: self.broker.queue_control(message.run_id, message, done))
 
     async def poll_control(self, request: Request) -> Response:
+        arrived = asyncio.get_running_loop().time()
+        messages = await self.poll_raw(await read_body(request), request.receive, arrived)
+        if messages is NoResponse:
+            return NoResponse()
+        return json_response(messages)
+
+    async def poll_raw(self, raw: bytes, receive: Receive, arrived: float) -> Any:
+        """The messages a poll `raw` takes, as JSON (null: none), waiting up to the timeout from `arrived`.
+
+        NoResponse (the class) if the client went away meanwhile.
+        """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.poll_timeout  # from the request's arrival
-        run_id, token = await self.admitted(parse_object(await read_body(request)))
+        deadline = arrived + self.poll_timeout  # from the request's arrival
+        run_id, token = await self.admitted(parse_object(raw))
         woke = asyncio.Event()
 
         def on_queued() -> None:
@@ -218,7 +244,7 @@ class BrokerRoutes:
                 return  # the loop is closed: nobody waits any more
 
         def take(done: Callable[[], object]) -> Answerable:
-            # The token check and the take are one message to the run's actor: no thread waits.
+            # The token check and the take are one step of the run's writes: no thread waits.
             return self.broker.call_take_as_run(run_id, token, done)
 
         unsubscribe = self.broker.on_control(run_id, on_queued)
@@ -227,45 +253,58 @@ class BrokerRoutes:
             if not authorized:
                 raise WireError(401, "unauthorized")
             while not messages and (left := deadline - loop.time()) > 0:
-                if not await wait_unless_disconnected(woke, request.receive, left):
-                    return NoResponse()
-                if not woke.is_set():
-                    break  # timed out: nothing was queued for the run meanwhile
+                # Parked: a push may hand over its message in its own commit.
+                parked = self.broker.park(run_id, on_queued)
+                present = await wait_unless_disconnected(woke, receive, left)
+                messages = await answer(functools.partial(self.broker.leave, parked))
+                if not present:
+                    return NoResponse
+                if messages or not woke.is_set():
+                    break  # handed its messages, or timed out: nothing was queued meanwhile
                 woke.clear()
                 _, messages = await answer(take)
         finally:
             unsubscribe()
         # Nothing queued is `null`, as the seed's nil slice encodes.
-        return json_response([m.to_json() for m in messages] if messages else None)
+        return [m.to_json() for m in messages] if messages else None
 
     async def report(self, request: Request) -> Response:
-        def build(body: Body, raw: bytes) -> Report:
-            return Report(
-                string_field(body, "run_id"), string_field(body, "state"), raw_member(raw, "payload")
-            )
+        await self.report_raw(await read_body(request))
+        return json_response(OK)
 
-        await self.write_as_run(request, build)
-        return json_response({"ok": True})
+    async def report_raw(self, raw: bytes) -> None:
+        def build(body: Body, raw: bytes) -> Report:
+            payload = raw_member(raw, "payload", body)
+            return Report(string_field(body, "run_id"), string_field(body, "state"), payload)
+
+        await self.write_as_run(raw, build)
 
     async def finish(self, request: Request) -> Response:
+        await self.finish_raw(await read_body(request))
+        return json_response(OK)
+
+    async def finish_raw(self, raw: bytes) -> None:
         def build(body: Body, raw: bytes) -> Finish:
             return Finish(
                 string_field(body, "run_id"),
                 string_field(body, "status"),
                 string_field(body, "summary"),
                 strings_field(body, "files_changed"),
-                raw_member(raw, "payload"),
+                raw_member(raw, "payload", body),
             )
 
-        await self.write_as_run(request, build)
-        return json_response({"ok": True})
+        await self.write_as_run(raw, build)
 
     async def reply(self, request: Request) -> Response:
-        def build(body: Body, raw: bytes) -> Reply:
-            return Reply(string_field(body, "run_id"), string_field(body, "to"), raw_member(raw, "payload"))
+        await self.reply_raw(await read_body(request))
+        return json_response(OK)
 
-        await self.write_as_run(request, build)
-        return json_response({"ok": True})
+    async def reply_raw(self, raw: bytes) -> None:
+        def build(body: Body, raw: bytes) -> Reply:
+            payload = raw_member(raw, "payload", body)
+            return Reply(string_field(body, "run_id"), string_field(body, "to"), payload)
+
+        await self.write_as_run(raw, build)
 
     async def permission_request(self, request: Request) -> Response:
         body, _ = await self.authenticated(request)

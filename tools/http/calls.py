@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
@@ -67,17 +69,19 @@ class Answerable(Protocol):
 
 
 async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
-    """The result of a RunCall that `start(done)` begins, awaited without holding a thread.
+    """The result of a non-blocking broker call that `start(done)` begins, awaited without a thread.
 
     Its refusals are turned into HTTP errors as `call` turns them.
     """
     loop = asyncio.get_running_loop()
     answered: asyncio.Future[None] = loop.create_future()
+    inbox = _inboxes.get(loop)
+    if inbox is None:
+        inbox = _inboxes[loop] = _Inbox(loop)
+    post = inbox.post
 
     def done() -> None:
-        # Called from the run actor's thread (or right here): hand over to the loop.
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(_settle, answered)
+        post(answered)  # from the broker's writer thread, or right here
 
     with refusals():
         run_call = start(done)
@@ -86,9 +90,35 @@ async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
         return run_call.result()
 
 
-def _settle(answered: asyncio.Future[None]) -> None:
-    if not answered.done():
-        answered.set_result(None)
+class _Inbox:
+    """Futures of one loop settled from other threads: one wake-up of the loop per batch of them.
+
+    The writer answers many calls after each commit; waking the loop for each (a byte down
+    its self-pipe, a syscall) would cost more than settling them all in one turn.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._waiting: list[asyncio.Future[None]] = []
+
+    def post(self, answered: asyncio.Future[None]) -> None:
+        with self._lock:
+            self._waiting.append(answered)
+            if len(self._waiting) > 1:
+                return  # a wake-up is on its way, and takes this one too
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            self._loop.call_soon_threadsafe(self._settle)
+
+    def _settle(self) -> None:
+        with self._lock:
+            waiting, self._waiting = self._waiting, []
+        for answered in waiting:
+            if not answered.done():
+                answered.set_result(None)
+
+
+_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
 
 
 async def wait_unless_disconnected(event: asyncio.Event, receive: Receive, timeout: float) -> bool:

@@ -7,6 +7,7 @@ the `Endpoint` that wraps every handler. Nothing here ever renders a token.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -71,10 +72,14 @@ def text_ok() -> Response:
     return Response("ok", 200, media_type=_TEXT)
 
 
-def json_response(value: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+def json_bytes(value: Any) -> bytes:
     """JSON with a trailing newline (as Go's json.Encoder writes it); times in UTC with `Z`."""
-    body = orjson.dumps(value, option=orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS) + b"\n"
-    return Response(body, status, dict(headers or {}), media_type=_JSON)
+    return orjson.dumps(value, option=orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS) + b"\n"
+
+
+def json_response(value: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    """A `json_bytes` answer."""
+    return Response(json_bytes(value), status, dict(headers or {}), media_type=_JSON)
 
 
 class NoResponse(Response):
@@ -134,15 +139,30 @@ def browser_guard(handler: Handler) -> Handler:
     """
 
     async def guarded(request: Request) -> Response:
-        origin = request.headers.get("origin")
-        if origin is not None and origin not in own_origins(request):
-            raise WireError(403, "cross-site request refused: this Origin may not use the wire protocol",
-                            as_json=True)  # fmt: skip
-        if request.method == "POST" and media_type(request.headers.get("content-type", "")) != _JSON:
-            raise WireError(415, "the body must be JSON: send Content-Type: application/json", as_json=True)
+        headers = request.headers
+        refusal = cross_site_refusal(
+            request.method, headers.get("origin"), headers.get("content-type"), request.scope.get("server")
+        )
+        if refusal is not None:
+            raise refusal
         return await handler(request)
 
     return guarded
+
+
+def cross_site_refusal(
+    method: str, origin: str | None, content_type: str | None, server: tuple[str, int | None] | None
+) -> WireError | None:
+    """The refusal `browser_guard` answers a request with (see there), or None: it may go on.
+
+    `server` is the ASGI scope's (host, port) the request came in on.
+    """
+    if origin is not None and origin not in own_origins(server):
+        return WireError(403, "cross-site request refused: this Origin may not use the wire protocol",
+                         as_json=True)  # fmt: skip
+    if method == "POST" and media_type(content_type or "") != _JSON:
+        return WireError(415, "the body must be JSON: send Content-Type: application/json", as_json=True)
+    return None
 
 
 def media_type(content_type: str) -> str:
@@ -150,14 +170,18 @@ def media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
-def own_origins(request: Request) -> frozenset[str]:
+def own_origins(server: tuple[str, int | None] | None) -> frozenset[str]:
     """The loopback origins of the port this server answers on (never what `Host` claims).
 
     Host is the caller's to choose, so a page on a name it rebinds to 127.0.0.1 could make
     any Host-derived origin its own; the loopback names cannot be rebound.
     """
-    server = request.scope.get("server")
     port = server[1] if server and server[1] is not None else 80
+    return _origins(port)
+
+
+@functools.lru_cache(maxsize=64)
+def _origins(port: int) -> frozenset[str]:
     suffix = "" if port == 80 else f":{port}"
     return frozenset(f"http://{host}{suffix}" for host in ("127.0.0.1", "localhost", "[::1]"))
 
@@ -167,14 +191,7 @@ def own_origins(request: Request) -> frozenset[str]:
 
 async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
     """The request body, refused with 413 as soon as it is known to exceed `limit` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            size = int(declared)
-        except ValueError:
-            raise WireError(400, "bad request") from None
-        if size > limit:
-            raise WireError(413, "request body too large")
+    check_declared_length(request.headers.get("content-length"), limit)
     body = bytearray()
     async with aclosing(request.stream()) as chunks:
         async for chunk in chunks:
@@ -182,6 +199,18 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
             if len(body) > limit:
                 raise WireError(413, "request body too large")
     return bytes(body)
+
+
+def check_declared_length(declared: str | None, limit: int) -> None:
+    """Refuse a body whose Content-Length is not a number (400) or exceeds `limit` (413)."""
+    if declared is None:
+        return
+    try:
+        size = int(declared)
+    except ValueError:
+        raise WireError(400, "bad request") from None
+    if size > limit:
+        raise WireError(413, "request body too large")
 
 
 def parse_object(raw: bytes) -> dict[str, Any]:
@@ -229,12 +258,43 @@ def time_field(body: Mapping[str, Any], key: str) -> None:
         raise WireError(400, "bad request") from None
 
 
-def raw_member(raw: bytes, key: str) -> str | None:
+def raw_member(raw: bytes, key: str, parsed: Mapping[str, Any] | None = None) -> str | None:
     """The exact text of a top-level member of a JSON object (the last if repeated), or None.
 
     Like Go's json.RawMessage: a payload is kept byte for byte, so numbers beyond 64 bits,
-    spacing and key order survive. `raw` must already have parsed as a JSON object.
+    spacing and key order survive. `raw` must already have parsed as a JSON object; `parsed`,
+    when given, is what it parsed to (a member it lacks is absent at once).
     """
+    if parsed is not None:
+        if key not in parsed:
+            return None
+        found = _sole_member(raw, key)  # `parsed` has the member: the fast path may look for it
+        if found is not None:
+            return found
+    return _scan_member(raw, key)
+
+
+def _sole_member(raw: bytes, key: str) -> str | None:
+    """The text of top-level member `key`, which the body has: when nothing is escaped and its
+    quoted name occurs once; else None (scan).
+
+    Without a backslash in the body, a string cannot hold a quote, and the top-level name is
+    written as it is: if `"key"` occurs once, that occurrence is the top-level member's name.
+    """
+    if b"\\" in raw:
+        return None
+    name = orjson.dumps(key)
+    at = raw.find(name)
+    if at < 0 or raw.find(name, at + 1) >= 0:
+        return None
+    colon = _skip_ws(raw, at + len(name))
+    if raw[colon : colon + 1] != b":":
+        return None
+    start = _skip_ws(raw, colon + 1)
+    return raw[start : _skip_value(raw, start)].decode("utf-8")
+
+
+def _scan_member(raw: bytes, key: str) -> str | None:
     i = _skip_ws(raw, 0)
     if raw[i : i + 1] != b"{":
         return None
@@ -289,7 +349,11 @@ def _skip_value(raw: bytes, i: int) -> int:
 
 def bearer_token(request: Request) -> bytes | None:
     """The credential of `Authorization: Bearer <token>` (exact prefix, remainder trimmed), as bytes."""
-    header = request.headers.get("authorization")
+    return bearer_credential(request.headers.get("authorization"))
+
+
+def bearer_credential(header: str | None) -> bytes | None:
+    """`bearer_token` of an Authorization header's value (None: no such header)."""
     if header is None or not header.startswith("Bearer "):
         return None
     # Starlette decodes headers as latin-1: encoding back gives the bytes the client sent.

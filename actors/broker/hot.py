@@ -1,0 +1,167 @@
+"""The broker's non-blocking calls: the HTTP server's way in to the hot path (`writer`).
+
+Each starts a call and calls `done()` once its answer is in — from the writer's thread, or at
+once when the known state already answers it — the answer being the call's `result()`. None
+starts an actor or a thread for the run.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from eventlog import Record
+
+from .._errors import BrokerError, RunNotFoundError
+from .known import KnownRuns
+from .model import ControlMessage, Finish, Reply, Report, token_digest
+from .parking import Parked, Parking
+from .run_decider import (
+    Heartbeat,
+    QueueControl,
+    RecordFinish,
+    RecordReply,
+    RecordReport,
+    RegisterRun,
+    RunState,
+    TakeControl,
+)
+from .writer import REFUSED, HotCall, Ready, RunWriter
+
+# The seed takes any run id; a stream name holds at most 512 characters, "run-" included, so
+# a longer id names no run (and can register none).
+MAX_RUN_ID_LENGTH = 512 - len("run-")
+
+
+class HotPath:
+    """The broker's non-blocking calls (a part of `Broker`, which sets the attributes below)."""
+
+    _known: KnownRuns
+    _writer: RunWriter
+    _parking: Parking
+    _asked: Callable[[str], object]  # wakes the waiters of the run's asks
+    queue_limit: int
+
+    if TYPE_CHECKING:
+
+        def admits(self, run_id: str, *, catch_up: bool = True) -> bool: ...
+
+        def _signal(self, run_id: str) -> None: ...
+
+    def call_as_run(
+        self, run_id: str, token: str, write: Report | Finish | Reply | None, done: Callable[[], object]
+    ) -> HotCall | Ready | _Failed:
+        """Start a write of `run_id` checked against its `token` (None: a heartbeat), without blocking.
+
+        The token check and the write are one step of the run's writes: no other command of
+        the run comes between them. `done()` is called once the answer is in; the call's
+        result is then `(authorized, _)`, authorized only if the write was recorded (committed).
+        """
+        if isinstance(write, Report):
+            command: object = RecordReport(write.state, write.payload)
+        elif isinstance(write, Finish):
+            command = RecordFinish(write.status, write.summary, write.files_changed, write.payload)
+        elif isinstance(write, Reply):
+            command = RecordReply(write.to, write.payload)
+        else:
+            command = Heartbeat()
+        if not token or not self.admits(run_id, catch_up=False):
+            return Ready(REFUSED, done)
+        return self._writer.submit(HotCall(run_id, token_digest(token), command, _nothing, done))
+
+    def call_take_as_run(
+        self, run_id: str, token: str, done: Callable[[], object]
+    ) -> HotCall | Ready | _Failed:
+        """Start draining `run_id`'s queue checked against its `token`, without blocking.
+
+        As `call_as_run`: the result is `(authorized, messages taken)`, oldest first. A run
+        whose known state has an empty queue is answered at once, with nothing written.
+        """
+        if not token or not self.admits(run_id, catch_up=False):
+            return Ready(REFUSED, done)
+        digest = token_digest(token)
+        known = self._known.get(run_id)
+        if known is not None and known.fresh and known.state.exists and not known.state.queue:
+            ok = hmac.compare_digest(digest, known.state.token_sha256)
+            return Ready((True, []) if ok else REFUSED, done)
+        return self._writer.submit(HotCall(run_id, digest, TakeControl(), _taken, done))
+
+    def queue_control(
+        self, run_id: str, message: ControlMessage, done: Callable[[], object]
+    ) -> HotCall | Ready | _Failed:
+        """`push_control` without blocking: `done()` once committed (the result is None).
+
+        RunNotFoundError (a run this process does not know yet: see `Broker.admits`) and
+        ControlQueueFullError are raised by `result()`.
+        """
+        if not self.admits(run_id, catch_up=False):
+            return _Failed(RunNotFoundError(run_id), done)
+        return self._writer.submit(
+            HotCall(run_id, None, QueueControl(message, self.queue_limit), _nothing, done)
+        )
+
+    def register_soon(self, run_id: str, token: str, done: Callable[[], object]) -> HotCall | Ready | _Failed:
+        """HTTP /register without blocking (see `Broker.register`): one append, no actor.
+
+        The result is None; RunAlreadyRegisteredError or BrokerError are raised by `result()`.
+        """
+        error = registration_error(run_id)
+        if error is not None:
+            return _Failed(error, done)
+        command = RegisterRun(token_digest(token), over_http=True, exclusive=True)
+        return self._writer.submit(HotCall(run_id, None, command, _nothing, done))
+
+    def park(self, run_id: str, wake: Callable[[], object]) -> Parked:
+        """A long poll waits on the run's empty queue: a push may hand it its message in one commit.
+
+        `wake()` is called when that happens; call `leave` when the poll stops waiting.
+        """
+        return self._parking.park(run_id, wake)
+
+    def leave(self, parked: Parked, done: Callable[[], object]) -> Parked:
+        """The poll stops waiting; `done()` once settled, the result being the messages handed to it."""
+        return self._parking.leave(parked, done)
+
+    def _written(self, run_id: str, records: list[Record]) -> None:
+        """After a commit of the writer: wake the run's waiters, as its actor would."""
+        if any(r.type == "ControlQueued" for r in records):
+            self._signal(run_id)
+        if any(r.type.startswith("Ask") for r in records):
+            self._asked(run_id)
+
+
+MAX_REGISTERED_RUN_ID = 200  # what /register takes: a run id is shown in tables, terminals and the console
+
+
+def registration_error(run_id: str) -> BrokerError | None:
+    """Why /register refuses `run_id`, or None: 1 to MAX_REGISTERED_RUN_ID printable characters."""
+    if not run_id:
+        return BrokerError("missing run_id")
+    if len(run_id) > MAX_REGISTERED_RUN_ID or not run_id.isprintable():
+        return BrokerError(
+            f"invalid run_id: 1 to {MAX_REGISTERED_RUN_ID} printable characters, no control characters"
+        )
+    return None
+
+
+def _nothing(before: RunState, after: RunState, records: list[Record]) -> None:
+    return None
+
+
+def _taken(before: RunState, after: RunState, records: list[Record]) -> list[ControlMessage]:
+    # Decided on `before`: the whole of its queue was taken (none if nothing was written).
+    return list(before.queue) if records else []
+
+
+class _Failed:
+    """An error known at once: `done()` is called right away, `result()` raises it."""
+
+    __slots__ = ("_error",)
+
+    def __init__(self, error: Exception, done: Callable[[], object]) -> None:
+        self._error = error
+        done()
+
+    def result(self) -> Any:
+        raise self._error
