@@ -46,6 +46,8 @@ class AppendRequest:
     # The next waiter of the same group, woken by this caller once it is awake itself.
     chain: threading.Lock | None = None
     abandoned: bool = False  # its caller stopped waiting (an interrupt)
+    # Queued by the caller of the request before it (append_many): not another caller.
+    joined: bool = False
 
 
 def check_catalogue_shape(new: NewEvent) -> None:
@@ -185,3 +187,8 @@ def settle_refused(req: AppendRequest, version: int, retry: Callable[[], list[Re
             req.error = ConcurrencyError(req.stream, req.expect, version)
     except IdempotencyConflict as e:
         req.error = e
+
+
+def callers(requests: list[AppendRequest]) -> int:
+    """How many callers queued these requests (an append_many's requests are one caller's)."""
+    return sum(1 for r in requests if not r.joined)

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import abc
-import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from ._append import AppendRequest, Row, encode_events
+from ._append import AppendRequest, Row, callers, encode_events
 from ._catalogue import Event
 from ._chain import Sealer, make_hasher, make_sealer, record_from_row, walk_chain
 from ._clock import Clock, SystemClock, to_micros
 from ._errors import EventLogError, LogClosedError
+from ._group import MAX_GROUP, GroupCommit
 from ._import import IMPORT_BATCH, ImportTarget, import_records
 from ._record import (
     ANY,
@@ -28,13 +28,11 @@ from ._record import (
     check_stream_name,
 )
 
-# How many queued appends one group-commit transaction takes at most.
-MAX_GROUP = 512
 # How many rows a reader fetches per query: bounds memory, keeps read transactions short.
 PAGE = 1000
 
 
-class EventLog(abc.ABC):
+class EventLog(GroupCommit):
     """An append-only, hash-chained log of events in streams.
 
     Thread-safe. Concurrent `append` calls are group-committed: the first caller to find no
@@ -43,8 +41,6 @@ class EventLog(abc.ABC):
     """
 
     url: str
-    # How long a group waits at most for the callers of the last one to queue again (_gather).
-    GATHER_SECONDS = 0.001
 
     def __init__(self, *, clock: Clock | None = None, hmac_key: bytes | None = None) -> None:
         self.clock: Clock = clock or SystemClock()
@@ -83,7 +79,7 @@ class EventLog(abc.ABC):
         self._check_open()
         with self._cond:
             self._queue.append(req)
-            if self._gathering and len(self._queue) >= self._gathering:
+            if self._gathering and callers(self._queue) >= self._gathering:
                 self._cond.notify_all()  # the leader gathering a group (see _gather)
             lead = not self._leader
             if not lead:
@@ -114,7 +110,7 @@ class EventLog(abc.ABC):
                     if successor is not None:
                         successor.release()
                 batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
-                self._appenders = len(batch)
+                self._appenders = callers(batch)
             self._lead(batch)
         if req.error is not None:
             raise req.error
@@ -142,7 +138,11 @@ class EventLog(abc.ABC):
             for req in reqs[1:] if lead else reqs:
                 req.wake = threading.Lock()
                 req.wake.acquire()
+            for req in reqs[1:]:
+                req.joined = True
             self._queue.extend(reqs)
+            if self._gathering and callers(self._queue) >= self._gathering:
+                self._cond.notify_all()  # the leader gathering a group (see _gather)
             self._leader = True
         # As `append` for each request in turn: this thread is the caller of every one of them.
         for i, req in enumerate(reqs):
@@ -158,107 +158,6 @@ class EventLog(abc.ABC):
                 raise req.error
             out.append(req.error if req.error is not None else req.result)  # type: ignore[arg-type]
         return out
-
-    def _see_through(self, req: AppendRequest, lead: bool) -> None:
-        """Wait as `req`'s caller until it is written, leading its group when the lead is its
-        (`append_many`'s wait for each of its requests, as `append` waits for its one)."""
-        if not lead:
-            # Only this caller wakes: when its request is written, or when the lead is its.
-            try:
-                req.wake.acquire()  # type: ignore[union-attr]
-            except BaseException:
-                self._abandon(req)
-                raise
-            if req.done:
-                self._pass_on(req)
-        # A leader's request is always first in the queue (the lead passes to the oldest
-        # waiting request, and nobody leads an empty queue), so its group holds it.
-        while not req.done:
-            with self._cond:
-                batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
-            self._lead(batch)
-
-    def _lead(self, batch: list[AppendRequest]) -> None:
-        try:
-            if self._closed:
-                raise LogClosedError(f"{self.url}: the log is closed")
-            self._write_batch(batch)
-        except Exception as exc:  # noqa: BLE001 - the transaction failed: every waiting caller hears why
-            for r in batch:
-                r.result = None
-                r.error = _copy_error(exc)
-        finally:
-            # The waiters wake one after another, each passing the wake-up on (_pass_on):
-            # waking them all at once would have every one of them fight for the GIL with
-            # the next leader, which halves the throughput of many appending threads.
-            with self._cond:
-                # batch[0] is the leader's own; an abandoned caller would not pass it on.
-                waiting = [r for r in batch[1:] if r.wake is not None and not r.abandoned]
-                for r in batch:
-                    r.done = True
-                for r, after in itertools.pairwise(waiting):
-                    r.chain = after.wake
-                self._appenders += len(self._queue)
-                successor = self._hand_on()
-            if waiting:
-                waiting[0].wake.release()  # type: ignore[union-attr]
-            if successor is not None:
-                successor.release()
-            self._wake_followers()
-
-    def _gather(self) -> None:
-        """Before a group is taken, wait (at most GATHER_SECONDS) until as many callers are
-        queued as appended around the last one; call with `_cond` held.
-
-        The callers of the group just written are still waking up: without this, the next
-        group leaves without them and they form the one after, so many appending threads
-        split into two halves taking turns, twice the commits for the same appends. One
-        caller appending alone never waits (it was the only one around the last group).
-        """
-        want = min(self._appenders, MAX_GROUP)
-        if len(self._queue) >= want:
-            return
-        self._gathering = want
-        try:
-            self._cond.wait_for(lambda: len(self._queue) >= want, self.GATHER_SECONDS)
-        finally:
-            self._gathering = 0
-
-    def _hand_on(self) -> threading.Lock | None:
-        """Pass the lead to the oldest queued request, or end it; call with `_cond` held.
-
-        Returns the lock to release to wake the new leader. Waking one thread, rather than
-        every waiter, keeps the handoff cheap when many threads append at once.
-        """
-        if not self._queue:
-            self._leader = False
-            self._cond.notify_all()  # close() waits for the lead to end
-            return None
-        nxt = self._queue[0]
-        nxt.promoted = True
-        return nxt.wake
-
-    @staticmethod
-    def _pass_on(req: AppendRequest) -> None:
-        """Wake the next waiter of `req`'s group, once `req`'s own caller is awake."""
-        after, req.chain = req.chain, None
-        if after is not None:
-            after.release()
-
-    def _abandon(self, req: AppendRequest) -> None:
-        """Withdraw a request whose caller stopped waiting (an interrupt), passing on its lead
-        or, if its group was already written, the wake-up its caller would have passed on."""
-        successor = None
-        with self._cond:
-            if req in self._queue:
-                self._queue.remove(req)
-                if req.promoted:
-                    successor = self._hand_on()
-            else:  # its group is being written, or was: its wake-up must not stop with it
-                req.abandoned = True
-                successor, req.chain = req.chain, None
-        if successor is not None:
-            successor.release()
 
     def _wake_followers(self) -> None:
         """Tell waiting followers that something may have been committed."""
@@ -468,19 +367,3 @@ class EventLog(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
-
-
-def _copy_error(exc: Exception) -> BaseException:
-    """A fresh exception per waiting caller, so no two threads raise the same object."""
-    if isinstance(exc, EventLogError):
-        try:
-            clone = type(exc).__new__(type(exc))
-            clone.__dict__.update(exc.__dict__)
-            clone.args = exc.args
-            clone.__cause__ = exc.__cause__
-            return clone
-        except TypeError:
-            return exc
-    wrapped = EventLogError(f"append failed: {exc}")
-    wrapped.__cause__ = exc
-    return wrapped

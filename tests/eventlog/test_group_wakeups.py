@@ -219,3 +219,25 @@ def test_a_leader_interrupted_while_gathering_passes_the_lead_on(tmp_path, inter
     assert [r.data["by"] for r in log.read_all()] == ["b"]  # the interrupted append is not written
     assert log.verify().ok
     log.close()
+
+
+def test_one_thread_appending_many_at_once_is_one_caller_and_never_waits_to_gather(tmp_path):
+    """append_many's requests are one caller's: the groups after it gather for nobody."""
+    log = open_log(tmp_path / "log.db")
+    try:
+        waits: list[object] = []
+        cond_wait_for = log._cond.wait_for
+
+        def counted(predicate, timeout=None):  # type: ignore[no-untyped-def]
+            waits.append(timeout)
+            return cond_wait_for(predicate, timeout)
+
+        log._cond.wait_for = counted  # type: ignore[method-assign]
+        for round_ in range(3):
+            many = [(f"s-{round_}-{i}", [NewEvent("Noted", {"i": i})], 0) for i in range(8)]
+            assert all(isinstance(r, list) for r in log.append_many(many))
+            assert log._appenders == 1
+            log.append(f"alone-{round_}", [NewEvent("Noted", {})])
+        assert waits == []  # a lone caller never waited for others that do not exist
+    finally:
+        log.close()
