@@ -42,7 +42,7 @@ class GroupCommit(abc.ABC):
 
     def _see_through(self, req: AppendRequest, lead: bool) -> None:
         """Wait as `req`'s caller until it is written, leading its group when the lead is its
-        (`append_many`'s wait for each of its requests, as `append` waits for its one)."""
+        (`append`'s wait for its one request, `append_many`'s for each of its requests)."""
         if not lead:
             # Only this caller wakes: when its request is written, or when the lead is its.
             try:
@@ -55,7 +55,17 @@ class GroupCommit(abc.ABC):
         # A leader's request is always first in the queue (the lead passes to the oldest
         # waiting request, and nobody leads an empty queue), so its group holds it.
         while not req.done:
+            successor = None
             with self._cond:
+                try:
+                    self._gather()
+                except BaseException:  # an interrupt while gathering: nothing of it is written
+                    self._queue.remove(req)
+                    successor = self._hand_on()
+                    raise
+                finally:
+                    if successor is not None:
+                        successor.release()
                 batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
                 self._appenders = callers(batch)
             self._lead(batch)

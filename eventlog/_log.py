@@ -14,7 +14,7 @@ from ._catalogue import Event
 from ._chain import Sealer, make_hasher, make_sealer, record_from_row, walk_chain
 from ._clock import Clock, SystemClock, to_micros
 from ._errors import EventLogError, LogClosedError
-from ._group import MAX_GROUP, GroupCommit
+from ._group import GroupCommit
 from ._import import IMPORT_BATCH, ImportTarget, import_records
 from ._record import (
     ANY,
@@ -86,32 +86,7 @@ class EventLog(GroupCommit):
                 req.wake = threading.Lock()
                 req.wake.acquire()
             self._leader = True
-        if not lead:
-            # Only this caller wakes: when its request is written, or when the lead is its.
-            try:
-                req.wake.acquire()  # type: ignore[union-attr]
-            except BaseException:
-                self._abandon(req)
-                raise
-            if req.done:
-                self._pass_on(req)
-        # A leader's request is always first in the queue (the lead passes to the oldest
-        # waiting request, and nobody leads an empty queue), so its group holds it.
-        while not req.done:
-            successor = None
-            with self._cond:
-                try:
-                    self._gather()
-                except BaseException:  # an interrupt while gathering: nothing of it is written
-                    self._queue.remove(req)
-                    successor = self._hand_on()
-                    raise
-                finally:
-                    if successor is not None:
-                        successor.release()
-                batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
-                self._appenders = callers(batch)
-            self._lead(batch)
+        self._see_through(req, lead)
         if req.error is not None:
             raise req.error
         assert req.result is not None

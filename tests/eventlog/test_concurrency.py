@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import eventlog._log
+import eventlog._group
 from eventlog import ConcurrencyError, IdempotencyConflict, NewEvent, open_log
 from tests.conftest import SHARED_BACKENDS
 
@@ -98,7 +98,7 @@ def test_processes_and_threads_append_with_expected_version_retries(db_target):
 def test_group_commit_serves_callers_beyond_one_group(db_target, monkeypatch):
     # With a group of one, most rounds leave callers queued behind the leader's group; a leader
     # whose own request was not in the group it wrote must keep leading until it is written.
-    monkeypatch.setattr(eventlog._log, "MAX_GROUP", 1)
+    monkeypatch.setattr(eventlog._group, "MAX_GROUP", 1)
     db = db_target
     acked: list[str] = []
     errors: list[BaseException] = []

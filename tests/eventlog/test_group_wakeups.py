@@ -38,7 +38,7 @@ def blocked_in_wait(ident: int) -> bool:
     """Whether thread `ident` is inside EventLog.append, waiting on its wake-up lock."""
     frame = sys._current_frames().get(ident)
     while frame is not None:
-        if frame.f_code is EventLog.append.__code__:
+        if frame.f_code is EventLog._see_through.__code__:
             return "req.wake.acquire()" in linecache.getline(frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return False
