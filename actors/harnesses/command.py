@@ -126,8 +126,10 @@ class CommandHarness:
                     self._proc.popen.wait()
                 self._proc = self._spawn()
             proc = self._proc
-        self._write(proc, {"op": "prompt", "run_id": run_id, "prompt": prompt, "delivery": delivery})
+        # Before the write: the program may answer before `_write` returns, and its events
+        # without a run id belong to this run.
         proc.active_run = run_id
+        self._write(proc, {"op": "prompt", "run_id": run_id, "prompt": prompt, "delivery": delivery})
 
     def _write(self, proc: _Process, message: dict[str, Any]) -> None:
         stdin = proc.popen.stdin

@@ -6,6 +6,7 @@ import os
 import select
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -152,6 +153,38 @@ def test_close_kills_the_program_and_cancels_its_permission_request(agent):
 
 def test_events_without_a_run_id_belong_to_the_run_in_progress(system):
     ctrl = system.controller(CommandHarness([sys.executable, "-c", PLAIN]), controller_id="plain")
+    ctrl.start()
+    for prompt in ("one", "two"):
+        ctrl.send(prompt)
+        assert finished(ctrl) == "succeeded"
+    assert [(e.kind, e.text) for e in ctrl.run().entries] == [
+        ("notice", "unreadable agent output: warming up"),
+        ("message", "one"),
+        ("notice", "unreadable agent output: warming up"),
+        ("message", "two"),
+    ]
+
+
+class AnswersBeforeSendReturns(CommandHarness):
+    """A harness whose program answers a prompt before `send` has returned (a busy machine)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        super().__init__(argv)
+        self.delivered = threading.Event()
+
+    def _deliver(self, proc, line):  # type: ignore[no-untyped-def]
+        super()._deliver(proc, line)
+        self.delivered.set()
+
+    def _write(self, proc, message):  # type: ignore[no-untyped-def]
+        self.delivered.clear()
+        super()._write(proc, message)
+        if message["op"] == "prompt":
+            assert self.delivered.wait(WAIT), "the program did not answer"
+
+
+def test_output_that_arrives_before_send_returns_belongs_to_the_new_run(system):
+    ctrl = system.controller(AnswersBeforeSendReturns([sys.executable, "-c", PLAIN]), controller_id="quick")
     ctrl.start()
     for prompt in ("one", "two"):
         ctrl.send(prompt)
