@@ -143,6 +143,45 @@ def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_pa
         agent.wait(timeout=10)
 
 
+def test_a_live_refresh_that_answers_after_a_travel_does_not_overwrite_it(served, page):
+    url, token, system = served
+    system.broker.register("slow")
+    for _ in range(3):
+        system.broker.heartbeat("slow")
+    page.goto(f"{url}/ui/")
+    page.fill("#login-name", "alice")
+    page.fill("#login-token", token)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#who:has-text('alice')")
+    page.goto(f"{url}/ui/runs/slow")
+    page.locator("#timeline li").first.wait_for()
+    page.locator("body[data-stream='open']").wait_for(state="attached")  # it hears the log grow
+    assert page.locator("#not-live").is_hidden()
+
+    held: dict[str, sync_api.Route] = {}  # the travel answers, released in the order the test picks
+    page.route("**/api/v1/console/runs/slow/travel*", lambda route: held.setdefault(
+        "then" if "at=" in route.request.url else "live", route))  # fmt: skip
+
+    def is_travel(live: bool):
+        return lambda r: "/travel" in r.url and ("at=" not in r.url) == live
+
+    # The operator travels back; while that answer is on its way, the log grows, and the
+    # console asks for the live run again (it is still showing the live run).
+    with page.expect_request(is_travel(live=False)):
+        page.evaluate("() => { const s = document.getElementById('slider'); s.value = '0';"
+                      " s.dispatchEvent(new Event('change')); }")  # fmt: skip
+    with page.expect_request(is_travel(live=True)):
+        system.broker.heartbeat("slow")
+    held.pop("then").continue_()
+    page.locator("#not-live").wait_for()
+    settled = page.evaluate("() => Number(document.body.dataset.runLoads)")
+    with page.expect_response(is_travel(live=True)):
+        held.pop("live").continue_()
+    page.wait_for_function("n => Number(document.body.dataset.runLoads) > n", arg=settled)
+    assert page.locator("#not-live").is_visible(), "the late live answer replaced the travel"
+    assert "at=" in page.url
+
+
 def test_the_console_refuses_a_wrong_token_and_cross_site_decisions(served, page):
     url, token, _ = served
     page.goto(f"{url}/ui/")

@@ -89,6 +89,8 @@ async function refresh() {
 function listen() {
   source = new EventSource("/api/v1/console/stream");
   let pending = null;
+  source.addEventListener("open", () => { document.body.dataset.stream = "open"; });
+  source.addEventListener("error", () => { document.body.dataset.stream = "closed"; });
   source.addEventListener("change", () => {
     if (pending) return;
     pending = setTimeout(() => { pending = null; refresh().catch(() => {}); }, 150);

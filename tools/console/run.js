@@ -8,7 +8,11 @@ import { renderEvents } from "./events.js";
 import { votersNode } from "./approvals.js";
 
 let current = null; // { runId, at, tab, focus, travel }
-let generation = 0; // the latest load wins: a live refresh never overwrites a later navigation
+// The latest navigation wins. A live refresh (quiet) is shown only if nothing was navigated
+// since the load on screen began, not even a navigation still on its way.
+let generation = 0; // navigations started
+let shown = 0; // the generation of the load on screen
+let settled = 0; // loads answered (rendered or dropped), on document.body.dataset.runLoads
 
 function entryNode(e) {
   const li = el("li");
@@ -178,13 +182,16 @@ function render(t, tab, focus, events) {
 }
 
 export async function load(runId, at, tab = "timeline", focus = null, quiet = false) {
-  const mine = quiet ? generation : ++generation;
+  const mine = quiet ? shown : ++generation;
   const q = at === null || at === undefined ? "" : `?at=${encodeURIComponent(at)}`;
   const t = await api(`/api/v1/console/runs/${encodeURIComponent(runId)}/travel${q}`);
   const events = tab === "events" ? await api(`/api/v1/console/runs/${encodeURIComponent(runId)}/events?limit=500`) : null;
-  if (mine !== generation || (quiet && current && current.runId !== runId)) return;
-  current = { runId, at: t.live ? null : t.at, tab, focus, travel: t };
-  render(t, tab, focus, events);
+  if (mine === generation && !(quiet && current && current.runId !== runId)) {
+    shown = mine;
+    current = { runId, at: t.live ? null : t.at, tab, focus, travel: t };
+    render(t, tab, focus, events);
+  }
+  settled += 1; document.body.dataset.runLoads = String(settled); // shown or dropped: it is over
 }
 
 export function followLive() {
