@@ -14,12 +14,13 @@ from .agent_runs import AgentRun, AgentRunsView
 from .approvals import ApprovalHistoryView, ApprovalRow, PendingApprovalsView, RefusedAttempt
 from .asks import AskRow, OpenAsksView, PeerInfo, PeersView
 from .projects import Project, ProjectsView
-from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow
+from .runs import RECENT_PERMISSIONS, FinishStatus, FinishStatusView, RunRegistryView, RunRow
 from .sessions import AgentActivityView, SessionRow, SessionsView, SessionTurn, TurnEvent
 from .timeline import RunMoment, TimelineEntry, TimelineView
 
 __all__ = [
     "GLOBAL_VIEWS",
+    "RECENT_PERMISSIONS",
     "AgentActivityView",
     "AgentRun",
     "AgentRunsView",

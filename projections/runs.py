@@ -41,7 +41,10 @@ class RunRow:
     replies: int = 0
     pending_permissions: tuple[str, ...] = ()
     last_state: str = ""
-    permission_requests: tuple[str, ...] = ()  # distinct request ids since registration, oldest first
+    permission_request_count: int = 0  # distinct request ids since registration (see below)
+    # The latest RECENT_PERMISSIONS distinct request ids, oldest first: a repeat of one of them
+    # (an agent's retry) is not counted again. The window keeps a long-lived run's row small.
+    recent_permission_requests: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,7 +58,8 @@ class RunRow:
             "replies": self.replies,
             "pending_permissions": list(self.pending_permissions),
             "last_state": self.last_state,
-            "permission_requests": list(self.permission_requests),
+            "permission_request_count": self.permission_request_count,
+            "recent_permission_requests": list(self.recent_permission_requests),
         }
 
 
@@ -79,6 +83,8 @@ class FinishStatus:
         }
 
 
+RECENT_PERMISSIONS = 128  # latest permission requests a run's state and registry row remember
+
 _row = positional(RunRow)
 _finish = positional(FinishStatus)
 
@@ -87,7 +93,7 @@ class RunRegistryView:
     """Registered runs: last seen, queue depth, report/finish/reply counts, pending permissions."""
 
     name = "run_registry"
-    version = 2  # 2: rows hold the distinct permission request ids
+    version = 3  # 2: rows hold the distinct permission request ids; 3: a count and a window of them
     row_key = "run_id"  # the one row each record may change
     types = RUN_TYPES
 
@@ -104,12 +110,13 @@ class RunRegistryView:
             if r is not None:
                 state[run_id] = _row(
                     run_id, r.registered_at, r.first_seq, recorded_at(record), r.queue_depth, r.reports,
-                    r.finishes, r.replies, r.pending_permissions, r.last_state, r.permission_requests,
+                    r.finishes, r.replies, r.pending_permissions, r.last_state, r.permission_request_count,
+                    r.recent_permission_requests,
                 )  # fmt: skip
             return state
         if t == "RunRegistered":
             at = recorded_at(record)
-            state[run_id] = _row(run_id, d["registered_at"] and at, record.seq, at, 0, 0, 0, 0, (), "", ())
+            state[run_id] = _row(run_id, d["registered_at"] and at, record.seq, at, 0, 0, 0, 0, (), "", 0, ())
             return state
         r = state.get(run_id)
         if r is None:
@@ -120,19 +127,22 @@ class RunRegistryView:
         if t == "ControlQueued":
             state[run_id] = _row(
                 run_id, r.registered_at, r.first_seq, r.last_seen, r.queue_depth + 1, r.reports,
-                r.finishes, r.replies, r.pending_permissions, r.last_state, r.permission_requests,
+                r.finishes, r.replies, r.pending_permissions, r.last_state, r.permission_request_count,
+                    r.recent_permission_requests,
             )  # fmt: skip
             return state
         if t == "ControlDelivered":
             depth = max(0, r.queue_depth - len(d["message_ids"]))
             state[run_id] = _row(
                 run_id, r.registered_at, r.first_seq, r.last_seen, depth, r.reports, r.finishes,
-                r.replies, r.pending_permissions, r.last_state, r.permission_requests,
+                r.replies, r.pending_permissions, r.last_state, r.permission_request_count,
+                    r.recent_permission_requests,
             )  # fmt: skip
             return state
         at = recorded_at(record)
         registered, reports, finishes, replies = r.registered_at, r.reports, r.finishes, r.replies
-        pending, last_state, requested = r.pending_permissions, r.last_state, r.permission_requests
+        pending, last_state = r.pending_permissions, r.last_state
+        count, requested = r.permission_request_count, r.recent_permission_requests
         if t == "RunReported":
             reports += 1
             last_state = d["state"]
@@ -146,12 +156,13 @@ class RunRegistryView:
         elif t == "PermissionRequested":
             pending = (*pending, d["request_id"])
             if d["request_id"] not in requested:
-                requested = (*requested, d["request_id"])
+                count += 1
+                requested = (*requested[1 - RECENT_PERMISSIONS :], d["request_id"])
         elif t == "PermissionDecided":
             pending = tuple(p for p in pending if p != d["request_id"])
         state[run_id] = _row(
             run_id, registered, r.first_seq, at, r.queue_depth, reports, finishes, replies, pending,
-            last_state, requested,
+            last_state, count, requested,
         )  # fmt: skip
         return state
 
@@ -166,7 +177,7 @@ class RunRegistryView:
             RunRow(
                 d["run_id"], _when(d["registered_at"]), d["first_seq"], _at(d["last_seen"]), d["queue_depth"],
                 d["reports"], d["finishes"], d["replies"], tuple(d["pending_permissions"]), d["last_state"],
-                tuple(d["permission_requests"]),
+                d["permission_request_count"], tuple(d["recent_permission_requests"]),
             )
             for d in data
         )  # fmt: skip

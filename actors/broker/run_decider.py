@@ -24,6 +24,7 @@ from eventlog.events import (
     RunReplied,
     RunReported,
 )
+from projections import RECENT_PERMISSIONS
 
 from .._aggregate import Decision
 from .._errors import ControlQueueFullError, RunAlreadyRegisteredError, RunNotFoundError
@@ -41,8 +42,11 @@ class RunState:
     queue: tuple[ControlMessage, ...] = ()
     finish_count: int = 0
     last_finish_status: str = ""
-    permissions: tuple[tuple[str, str], ...] = ()  # (request_id, approval_id), oldest first
-    decided: frozenset[str] = frozenset()  # approval ids whose answer is recorded
+    # The latest RECENT_PERMISSIONS requests (request_id, approval_id), oldest first, and the
+    # approval ids whose answer is recorded among the latest as many answers: a run that asks
+    # for months holds a window, not every request it ever made.
+    permissions: tuple[tuple[str, str], ...] = ()
+    decided: tuple[str, ...] = ()
     asks: tuple[AskEdge, ...] = ()  # this run's open asks, oldest first
     closed: tuple[Closure, ...] = ()  # how its last asks ended, for waiters
 
@@ -193,9 +197,10 @@ def evolve(state: RunState, e: Event) -> RunState:
     if isinstance(e, RunFinished):
         return dataclasses.replace(state, finish_count=state.finish_count + 1, last_finish_status=e.status)
     if isinstance(e, PermissionRequested):
-        return dataclasses.replace(state, permissions=(*state.permissions, (e.request_id, e.approval_id)))
+        kept = state.permissions[1 - RECENT_PERMISSIONS :]
+        return dataclasses.replace(state, permissions=(*kept, (e.request_id, e.approval_id)))
     if isinstance(e, PermissionDecided):
-        return dataclasses.replace(state, decided=state.decided | {e.approval_id})
+        return dataclasses.replace(state, decided=(*state.decided[1 - RECENT_PERMISSIONS :], e.approval_id))
     if isinstance(e, ASK_EVENTS):
         asks, closed = evolve_ask(state.asks, state.closed, e)
         return dataclasses.replace(state, asks=asks, closed=closed)

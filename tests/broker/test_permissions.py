@@ -14,6 +14,7 @@ from actors import (
     System,
 )
 from eventlog import ManualClock
+from projections import RECENT_PERMISSIONS
 
 from .conftest import WAIT, queued_signal
 
@@ -238,3 +239,24 @@ def test_operator_decides_all_covers_low_risk_requests_too(system: System) -> No
 def test_an_unknown_policy_is_refused(system: System) -> None:
     with pytest.raises(ValueError, match="operator-decides policy"):
         Broker(system.log, system.clock, system.approvals, system.views, operator_decides="none")
+
+
+def test_a_long_lived_run_keeps_a_bounded_memory_of_its_permission_requests(system: System) -> None:
+    # A run that lives for months asks thousands of times: its state and registry row keep a
+    # window of recent requests and a count, not every request id it ever made.
+    system.broker.create_run("r1")
+    approvals = [ask(system.broker, request_id=f"req-{i}") for i in range(RECENT_PERMISSIONS + 40)]
+    for i in range(RECENT_PERMISSIONS + 40):
+        system.broker.permission_decision("r1", f"req-{i}", "allow")
+    ask(system.broker, request_id=f"req-{RECENT_PERMISSIONS + 39}")  # a retry of a recent request
+    system.views.catch_up()
+    row = system.views.run("r1")
+    assert row is not None
+    assert row.permission_request_count == RECENT_PERMISSIONS + 40
+    assert len(row.recent_permission_requests) <= RECENT_PERMISSIONS
+    state = system.broker.run_state("r1", fresh=True)
+    assert len(state.permissions) <= RECENT_PERMISSIONS
+    assert len(state.decided) <= RECENT_PERMISSIONS
+    # A recent decision is still recognised: the operator's outcome reaches the run once.
+    system.broker.approval_decided(approvals[-1])
+    assert len(decisions_in_log(system)) == RECENT_PERMISSIONS + 40

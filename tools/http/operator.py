@@ -228,7 +228,7 @@ def row_summary(row: RunRow, finish: FinishStatus | None) -> dict[str, Any]:
         "report_count": row.reports,
         "finish_count": row.finishes,
         "reply_count": row.replies,
-        "permission_request_count": len(row.permission_requests),
+        "permission_request_count": row.permission_request_count,
         "last_finish_status": finish.last_status if finish is not None and finish.count else "",
     }
 
