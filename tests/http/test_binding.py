@@ -6,6 +6,7 @@ import asyncio
 import socket
 
 from tools.http import listen
+from tools.http.binding import server_config
 
 
 def test_accepted_connections_have_nagle_off():
@@ -34,3 +35,15 @@ def test_accepted_connections_have_nagle_off():
     asyncio.run(go())
     assert len(nodelay) == 1
     assert nodelay[0] != 0
+
+
+def test_the_server_keeps_an_idle_connection_longer_than_clients_keep_theirs():
+    # A client that reuses a kept-alive connection just as the server closes it gets a reset
+    # it cannot retry (a POST): the server must outlast the clients' own idle expiry (Go's
+    # transport: 90 s; httpx: 5 s, which is uvicorn's default).
+    sock = listen("127.0.0.1", 0)
+    try:
+        config = server_config(object(), sock, access_log=False, log_level="warning")
+        assert config.timeout_keep_alive > 90
+    finally:
+        sock.close()

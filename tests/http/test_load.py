@@ -132,8 +132,9 @@ class Load:
 
 async def drive(url: str, operator_token: str) -> Load:
     # Room for every request in flight at once: a thousand polls, the reporters, the pusher.
-    # The server closes a connection idle for 5 s: the clients drop theirs well before, so no
-    # request is ever sent on a connection the server is closing (it could not be retried).
+    # The server closes a connection idle for 120 s (tools.http.binding.KEEP_ALIVE): the clients
+    # drop theirs well before, so no request is ever sent on a connection the server is closing
+    # (it could not be retried), however late a starved client reads its answers.
     per_client = (POLLERS + REPORTERS) // CLIENTS + 20
     limits = httpx.Limits(
         max_connections=per_client, max_keepalive_connections=per_client, keepalive_expiry=1.0

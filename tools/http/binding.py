@@ -37,6 +37,12 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+# Seconds an idle kept-alive connection stays open. Longer than clients keep theirs (Go's
+# transport 90 s, httpx 5 s): a client that reuses a connection the server is closing at that
+# moment gets a reset it cannot retry (a POST), so the client should be the one to let go.
+KEEP_ALIVE = 120
+
+
 def server_config(
     app: Any, sock: socket.socket, *, access_log: bool, log_level: str, read_timeout: float = 10.0
 ) -> Any:
@@ -59,5 +65,6 @@ def server_config(
         server_header=False,
         lifespan="off",
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
+        timeout_keep_alive=KEEP_ALIVE,
         http=read_deadline_protocol(read_timeout),
     )
