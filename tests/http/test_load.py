@@ -9,7 +9,6 @@ queue must refuse (429) a push past its bound without appending or losing anythi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import resource
 import secrets
 from collections import Counter
@@ -22,6 +21,8 @@ import pytest
 from eventlog import open_log
 from tools.bench.broker_client import ServerProcess
 
+from .raw_client import RawClient
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 POLLERS = 1000
@@ -30,7 +31,6 @@ PUSHES_PER_TARGET = 2
 REPORTERS = 8
 MIN_REPORTS = 200  # reports acknowledged at least, all while the polls are held
 QUEUE_LIMIT = 5
-CLIENTS = 20
 WITHIN = 60.0  # seconds the whole load may take: the test fails rather than hangs
 
 
@@ -57,14 +57,10 @@ def served(tmp_path, nofile):
 
 
 class Load:
-    """The client side of the run: what was acknowledged, polled and pushed.
+    """The client side of the run: what was acknowledged, polled and pushed."""
 
-    Requests are spread over several clients by run: one httpx pool of a thousand connections
-    spends more time looking through its connections than the server spends answering.
-    """
-
-    def __init__(self, clients: list[httpx.AsyncClient], operator: dict[str, str]) -> None:
-        self.clients = clients
+    def __init__(self, client: RawClient, operator: dict[str, str]) -> None:
+        self.client = client
         self.operator = operator
         self.tokens: dict[str, str] = {}
         self.acked: list[tuple[str, int]] = []  # (run, n) of every acknowledged report
@@ -77,11 +73,10 @@ class Load:
         self.reported = asyncio.Event()
 
     async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
-        client = self.clients[hash(body.get("run_id")) % len(self.clients)]
         headers = {"Content-Type": "application/json", **(headers or {})}  # as every agent sends
-        response = await client.post(path, content=orjson.dumps(body), headers=headers)
-        assert response.status_code == 200, (path, response.status_code, response.text)
-        return response.json() if response.headers["content-type"] == "application/json" else None
+        status, kind, answer = await self.client.post(path, orjson.dumps(body), headers)
+        assert status == 200, (path, status, answer)
+        return orjson.loads(answer) if kind == "application/json" else None
 
     async def register(self, run_id: str) -> None:
         self.tokens[run_id] = (await self.post("/register", {"run_id": run_id}))["token"]
@@ -130,21 +125,13 @@ class Load:
         self.pushed.set()
 
 
-async def drive(url: str, operator_token: str) -> Load:
-    # Room for every request in flight at once: a thousand polls, the reporters, the pusher.
-    # The server closes a connection idle for 120 s (tools.http.binding.KEEP_ALIVE): the clients
-    # drop theirs well before, so no request is ever sent on a connection the server is closing
-    # (it could not be retried), however late a starved client reads its answers.
-    per_client = (POLLERS + REPORTERS) // CLIENTS + 20
-    limits = httpx.Limits(
-        max_connections=per_client, max_keepalive_connections=per_client, keepalive_expiry=1.0
-    )
-    async with contextlib.AsyncExitStack() as stack:
-        clients = [
-            await stack.enter_async_context(httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0))
-            for _ in range(CLIENTS)
-        ]
-        load = Load(clients, {"Authorization": f"Bearer {operator_token}"})
+async def drive(port: int, operator_token: str) -> Load:
+    # A connection for every request in flight at once: a thousand polls, the reporters, the
+    # pusher. The server keeps an idle connection 120 s (tools.http.binding.KEEP_ALIVE), far
+    # longer than any of these waits between its requests.
+    client = RawClient(port)
+    try:
+        load = Load(client, {"Authorization": f"Bearer {operator_token}"})
         pollers = [f"poller-{i:04d}" for i in range(POLLERS)]
         reporters = [f"reporter-{i}" for i in range(REPORTERS)]
         for start in range(0, len(pollers), 100):
@@ -157,6 +144,8 @@ async def drive(url: str, operator_token: str) -> Load:
         load.reported.set()
         await asyncio.gather(*reporting)
         return load
+    finally:
+        await client.aclose()
 
 
 async def bounded_queue(url: str, operator_token: str) -> None:
@@ -191,7 +180,7 @@ async def bounded_queue(url: str, operator_token: str) -> None:
 def test_a_thousand_long_polls_while_agents_report(served):
     server, operator_token, db = served
     url = f"http://127.0.0.1:{server.port}"
-    load = asyncio.run(asyncio.wait_for(drive(url, operator_token), WITHIN))
+    load = asyncio.run(asyncio.wait_for(drive(server.port, operator_token), WITHIN))
     asyncio.run(asyncio.wait_for(bounded_queue(url, operator_token), WITHIN))
     server.close()  # a clean stop: the log is read below from the file alone
 
