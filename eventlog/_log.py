@@ -16,6 +16,7 @@ from ._clock import Clock, SystemClock, to_micros
 from ._errors import EventLogError, LogClosedError
 from ._group import GroupCommit
 from ._import import IMPORT_BATCH, ImportTarget, import_records
+from ._recent import RecentCommits
 from ._record import (
     ANY,
     RUN_START_TYPES,
@@ -58,6 +59,7 @@ class EventLog(GroupCommit):
         self._appenders = 0  # callers in the last group and queued when it was written
         self._gathering = 0  # while a leader gathers: the queue length it waits for
         self._closed = False
+        self._recent = RecentCommits()  # what this process committed last (see read_all)
         self._commits = threading.Condition(threading.Lock())
         self._wakeups = 0  # counts _wake_followers calls, guarded by _commits
 
@@ -240,6 +242,13 @@ class EventLog(GroupCommit):
         """
         wanted = None if types is None else frozenset(types)
         more: int | None = after_seq
+        # What this process committed last, from memory; then the database past it.
+        recent = self._recent.after(after_seq, to_seq)
+        if recent:
+            yield from (recent if wanted is None else [r for r in recent if r.type in wanted])
+            more = recent[-1].seq
+            if to_seq is not None and more >= to_seq:
+                return
         while more is not None:
             self._check_open()
             records, more = self._records_after(more, PAGE, to_seq, wanted)
