@@ -290,14 +290,17 @@ def _sole_member(raw: bytes, key: str, value: Any) -> str | None:
     at = raw.find(name)
     if at < 0 or raw.find(name, at + 1) >= 0:
         return None
+    delimited = type(value) in _DELIMITED
+    compact = orjson.dumps(value) if delimited else b""
+    # The commonest case first: `"key":<compact value>`, no space around the colon.
+    if delimited and raw.startswith(b":" + compact, at + len(name)):
+        return compact.decode("utf-8")
     colon = _skip_ws(raw, at + len(name))
     if raw[colon : colon + 1] != b":":
         return None
     start = _skip_ws(raw, colon + 1)
-    if type(value) in _DELIMITED:
-        compact = orjson.dumps(value)
-        if raw.startswith(compact, start):
-            return compact.decode("utf-8")
+    if delimited and raw.startswith(compact, start):
+        return compact.decode("utf-8")
     return raw[start : _skip_value(raw, start)].decode("utf-8")
 
 
