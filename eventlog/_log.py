@@ -120,7 +120,8 @@ class EventLog(GroupCommit):
         reqs = []
         for stream, events, expect, *meta in appends:
             check_stream_name(stream)
-            reqs.append(AppendRequest(stream, encode_events(events, meta_bytes(meta[0] if meta else None)), expect))
+            encoded = encode_events(events, meta_bytes(meta[0] if meta else None))
+            reqs.append(AppendRequest(stream, encoded, expect))
         self._check_open()
         if not reqs:
             return []

@@ -69,7 +69,9 @@ def test_meta_of_an_append_is_stored_with_each_catalogue_event_as_encode_stores_
             assert [r.meta_json for r in got] == [r.meta_json for r in plain]
             assert [r.data for r in got] == [r.data for r in plain]
         # A NewEvent keeps its own meta; an append without meta stores {} with an Event.
-        (mixed,) = log.append_many([("run-d", [NewEvent("X", {}, meta={"own": 1}), events[0]], NO_STREAM, None)])
+        (mixed,) = log.append_many(
+            [("run-d", [NewEvent("X", {}, meta={"own": 1}), events[0]], NO_STREAM, None)]
+        )
         assert isinstance(mixed, list)
         assert [r.meta for r in mixed] == [{"own": 1}, {}]
         assert [r.meta for r in log.read("run-a")] == [meta, meta]

@@ -6,7 +6,10 @@ from eventlog import NO_STREAM, NewEvent, open_log
 
 
 def _rows(log):
-    return [(r.seq, r.stream, r.version, r.data, r.meta_json, r.event_id, r.prev_hash, r.hash) for r in log.read_all()]
+    return [
+        (r.seq, r.stream, r.version, r.data, r.meta_json, r.event_id, r.prev_hash, r.hash)
+        for r in log.read_all()
+    ]
 
 
 def test_reads_after_commits_of_two_writers_on_one_file_agree_with_a_fresh_reader(tmp_path):
@@ -44,6 +47,8 @@ def test_a_reader_of_this_process_commits_does_not_read_them_back(tmp_path):
             return records, more
 
         log._records_after = counting  # type: ignore[method-assign]
-        log.append_many([("s-b", [NewEvent("X", {"n": 2})], NO_STREAM), ("s-c", [NewEvent("X", {})], NO_STREAM)])
+        log.append_many(
+            [("s-b", [NewEvent("X", {"n": 2})], NO_STREAM), ("s-c", [NewEvent("X", {})], NO_STREAM)]
+        )
         assert [r.seq for r in log.read_all(after_seq=1)] == [2, 3]
         assert reads == [0]  # one query past the window, which found nothing more

@@ -44,7 +44,7 @@ def test_a_nested_or_quoted_payload_is_not_taken_for_the_member():
 
 def test_a_compact_payload_is_kept_as_written_even_where_its_numbers_would_be_written_otherwise():
     # Each parses to what orjson would write shorter: the text as sent must still come back.
-    for payload in (b'{"a":1.50}', b'[1.5e3,-0.0,10E1]', b'{"a":[1,{"b":2.000}]}', b'"caf\xc3\xa9 [x]"'):
+    for payload in (b'{"a":1.50}', b"[1.5e3,-0.0,10E1]", b'{"a":[1,{"b":2.000}]}', b'"caf\xc3\xa9 [x]"'):
         for raw in (b'{"run_id":"r","payload":' + payload + b',"x":1}', b'{"payload":' + payload + b"}"):
             assert raw_member(raw, "payload", orjson.loads(raw)) == payload.decode()
     raw = b'{"payload":{"tool":"shell","n":3},"state":"working"}'
