@@ -245,8 +245,11 @@ class EventLog(GroupCommit):
         more: int | None = after_seq
         # What this process committed last, from memory; then the database past it.
         recent = self._recent.after(after_seq, to_seq)
+        for start in range(0, len(recent), PAGE):  # a page at a time, as from the database
+            self._check_open()
+            page = recent if len(recent) <= PAGE else recent[start : start + PAGE]
+            yield from (page if wanted is None else [r for r in page if r.type in wanted])
         if recent:
-            yield from (recent if wanted is None else [r for r in recent if r.type in wanted])
             more = recent[-1].seq
             if to_seq is not None and more >= to_seq:
                 return

@@ -20,7 +20,8 @@ KEEP = 2048  # records kept at most
 
 
 class RecentCommits:
-    """Consecutive records committed by this process, the newest KEEP of them; thread-safe."""
+    """Consecutive records committed by this process, the newest KEEP to 2 * KEEP of them;
+    thread-safe."""
 
     def __init__(self, keep: int = KEEP) -> None:
         self._keep = keep
@@ -30,8 +31,15 @@ class RecentCommits:
     def add(self, records: Iterable[Record]) -> None:
         """Note records just committed, in seq order; records at old seqs (an idempotent
         retry's originals) are not new and are left out."""
+        records = list(records)
+        if not records:
+            return
         with self._lock:
             kept = self._records
+            nxt = kept[-1].seq + 1 if kept else None
+            if nxt is not None and [r.seq for r in records] == list(range(nxt, nxt + len(records))):
+                kept.extend(records)  # the common case: one group, continuing the window
+                records = []
             for record in records:
                 last = kept[-1].seq if kept else None
                 if last is not None and record.seq <= last:
@@ -39,7 +47,7 @@ class RecentCommits:
                 if last is not None and record.seq != last + 1:
                     kept = []  # a gap: someone else committed in between
                 kept.append(record)
-            if len(kept) > self._keep:
+            if len(kept) > 2 * self._keep:  # trimmed now and then, not at every commit
                 del kept[: len(kept) - self._keep]
             self._records = kept
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eventlog import NO_STREAM, NewEvent, open_log
+from eventlog import NO_STREAM, NewEvent, Record, open_log
 
 
 def _rows(log):
@@ -52,3 +52,22 @@ def test_a_reader_of_this_process_commits_does_not_read_them_back(tmp_path):
         )
         assert [r.seq for r in log.read_all(after_seq=1)] == [2, 3]
         assert reads == [0]  # one query past the window, which found nothing more
+
+
+def test_the_window_keeps_only_consecutive_new_records():
+    from eventlog._recent import RecentCommits
+
+    def rec(seq):
+        return Record(seq, "s-a", seq, "X", 1, {}, b"{}", f"id{seq}", 0, "", "")
+
+    recent = RecentCommits(keep=4)
+    recent.add([rec(1), rec(2)])
+    recent.add([rec(3), rec(1), rec(4)])  # an old record among new ones is left out
+    assert [r.seq for r in recent.after(0, None)] == [1, 2, 3, 4]
+    recent.add([rec(5), rec(2), rec(7)])  # not consecutive: 7 starts the window anew
+    assert recent.after(0, None) == []
+    assert [r.seq for r in recent.after(6, None)] == [7]
+    for seq in range(8, 20):
+        recent.add([rec(seq)])
+    assert [r.seq for r in recent.after(18, None)] == [19]
+    assert 4 <= len(recent._records) <= 8  # trimmed to `keep` now and then
