@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -50,6 +51,11 @@ class AppendRequest:
     joined: bool = False
 
 
+def meta_bytes(meta: Mapping[str, Any] | None) -> bytes:
+    """The canonical JSON of an append's `meta` (None: `{}`), as a NewEvent's is stored."""
+    return _NO_META if not meta else orjson.dumps(meta, option=_SORT)
+
+
 def check_catalogue_shape(new: NewEvent) -> None:
     """A NewEvent named like a catalogue event must carry that event's fields (readers rely on it)."""
     if not is_catalogued(new.type):
@@ -60,7 +66,9 @@ def check_catalogue_shape(new: NewEvent) -> None:
         raise EventShapeError(new.type, str(e)) from e
 
 
-def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
+def encode_events(events: Iterable[NewEvent | Event], meta_json: bytes = _NO_META) -> list[EncodedEvent]:
+    """The events as stored; `meta_json` (canonical JSON) is the meta of each catalogue `Event`
+    (a NewEvent carries its own)."""
     out: list[EncodedEvent] = []
     ids: set[str] | None = None  # the ids so far, made once a NewEvent may repeat one
     keys: Iterator[bytes] | None = None
@@ -82,7 +90,7 @@ def encode_events(events: Iterable[NewEvent | Event]) -> list[EncodedEvent]:
             event_id = f"{key[:4].hex()}-{key[4:10].hex('-', 2)}-{key[10:].hex()}"  # uuid_text
             if ids is not None:
                 ids.add(event_id)
-            out.append(EncodedEvent(type_name, schema, dumps(data, option=_SORT), _NO_META, event_id, key))
+            out.append(EncodedEvent(type_name, schema, dumps(data, option=_SORT), meta_json, event_id, key))
             continue
         new = ev if isinstance(ev, NewEvent) else encode(ev)
         if not isinstance(new, NewEvent):

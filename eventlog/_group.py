@@ -14,6 +14,7 @@ import threading
 
 from ._append import AppendRequest, callers
 from ._errors import EventLogError, LogClosedError
+from ._recent import RecentCommits
 
 # How many queued appends one group-commit transaction takes at most.
 MAX_GROUP = 512
@@ -31,6 +32,7 @@ class GroupCommit(abc.ABC):
     _appenders: int
     _gathering: int
     _closed: bool
+    _recent: RecentCommits
 
     @abc.abstractmethod
     def _write_batch(self, batch: list[AppendRequest]) -> None:
@@ -75,6 +77,7 @@ class GroupCommit(abc.ABC):
             if self._closed:
                 raise LogClosedError(f"{self.url}: the log is closed")
             self._write_batch(batch)
+            self._recent.add(r for req in batch if req.result is not None for r in req.result)
         except Exception as exc:  # noqa: BLE001 - the transaction failed: every waiting caller hears why
             for r in batch:
                 r.result = None

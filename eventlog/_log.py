@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from ._append import AppendRequest, Row, callers, encode_events
+from ._append import AppendRequest, Row, callers, encode_events, meta_bytes
 from ._catalogue import Event
 from ._chain import Sealer, make_hasher, make_sealer, record_from_row, walk_chain
 from ._clock import Clock, SystemClock, to_micros
 from ._errors import EventLogError, LogClosedError
 from ._group import GroupCommit
 from ._import import IMPORT_BATCH, ImportTarget, import_records
+from ._recent import RecentCommits
 from ._record import (
     ANY,
     RUN_START_TYPES,
@@ -26,6 +27,12 @@ from ._record import (
     Record,
     VerifyResult,
     check_stream_name,
+)
+
+# One append of `append_many`: (stream, events, expect) or (stream, events, expect, meta).
+Append = (
+    tuple[str, Iterable[NewEvent | Event], ExpectedVersion]
+    | tuple[str, Iterable[NewEvent | Event], ExpectedVersion, Mapping[str, Any] | None]
 )
 
 # How many rows a reader fetches per query: bounds memory, keeps read transactions short.
@@ -52,6 +59,7 @@ class EventLog(GroupCommit):
         self._appenders = 0  # callers in the last group and queued when it was written
         self._gathering = 0  # while a leader gathers: the queue length it waits for
         self._closed = False
+        self._recent = RecentCommits()  # what this process committed last (see read_all)
         self._commits = threading.Condition(threading.Lock())
         self._wakeups = 0  # counts _wake_followers calls, guarded by _commits
 
@@ -67,15 +75,24 @@ class EventLog(GroupCommit):
     # -- writing ---------------------------------------------------------------------------
 
     def append(
-        self, stream: str, events: Iterable[NewEvent | Event], expect: ExpectedVersion = ANY
+        self,
+        stream: str,
+        events: Iterable[NewEvent | Event],
+        expect: ExpectedVersion = ANY,
+        *,
+        meta: Mapping[str, Any] | None = None,
     ) -> list[Record]:
-        """Append `events` to `stream` atomically if the stream's version satisfies `expect`."""
+        """Append `events` to `stream` atomically if the stream's version satisfies `expect`.
+
+        `meta` is stored with each catalogue event given as an `Event`, as `encode(event,
+        meta=meta)` would store it, without building the NewEvent (a NewEvent keeps its own).
+        """
         check_stream_name(stream)
         if not isinstance(expect, Expect) and (
             not isinstance(expect, int) or isinstance(expect, bool) or expect < 0
         ):
             raise ValueError(f"expect must be ANY, NO_STREAM, EXISTS or a version >= 0, got {expect!r}")
-        req = AppendRequest(stream, encode_events(events), expect)
+        req = AppendRequest(stream, encode_events(events, meta_bytes(meta)), expect)
         self._check_open()
         with self._cond:
             self._queue.append(req)
@@ -92,19 +109,19 @@ class EventLog(GroupCommit):
         assert req.result is not None
         return req.result
 
-    def append_many(
-        self, appends: Sequence[tuple[str, Iterable[NewEvent | Event], ExpectedVersion]]
-    ) -> list[list[Record] | EventLogError]:
+    def append_many(self, appends: Sequence[Append]) -> list[list[Record] | EventLogError]:
         """Several `append`s from one thread, group-committed together; each one's records or error.
 
+        Each is (stream, events, expect) or (stream, events, expect, meta), as `append` takes them.
         Each (stream, events, expect) succeeds or fails on its own (a ConcurrencyError, say), as
         if appended by a caller of its own; a failed transaction (a full disk) is the error of
         each append it held. This returns only after the commits holding the appends returned.
         """
         reqs = []
-        for stream, events, expect in appends:
+        for stream, events, expect, *meta in appends:
             check_stream_name(stream)
-            reqs.append(AppendRequest(stream, encode_events(events), expect))
+            encoded = encode_events(events, meta_bytes(meta[0] if meta else None))
+            reqs.append(AppendRequest(stream, encoded, expect))
         self._check_open()
         if not reqs:
             return []
@@ -226,6 +243,16 @@ class EventLog(GroupCommit):
         """
         wanted = None if types is None else frozenset(types)
         more: int | None = after_seq
+        # What this process committed last, from memory; then the database past it.
+        recent = self._recent.after(after_seq, to_seq)
+        for start in range(0, len(recent), PAGE):  # a page at a time, as from the database
+            self._check_open()
+            page = recent if len(recent) <= PAGE else recent[start : start + PAGE]
+            yield from (page if wanted is None else [r for r in page if r.type in wanted])
+        if recent:
+            more = recent[-1].seq
+            if to_seq is not None and more >= to_seq:
+                return
         while more is not None:
             self._check_open()
             records, more = self._records_after(more, PAGE, to_seq, wanted)

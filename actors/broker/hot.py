@@ -125,9 +125,10 @@ class HotPath:
 
     def _written(self, run_id: str, records: list[Record]) -> None:
         """After a commit of the writer: wake the run's waiters, as its actor would."""
-        if any(r.type == "ControlQueued" for r in records):
+        types = {r.type for r in records}  # one pass: this runs after every hot write
+        if "ControlQueued" in types:
             self._signal(run_id)
-        if any(r.type.startswith("Ask") for r in records):
+        if any(t.startswith("Ask") for t in types):
             self._asked(run_id)
 
 

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from eventlog import NO_STREAM, Clock, ConcurrencyError, EventLog, Record, decode, encode
+from eventlog import NO_STREAM, Clock, ConcurrencyError, EventLog, Record, decode
 
 from .._aggregate import MAX_ATTEMPTS
 from .._errors import ContentionError
@@ -187,9 +187,9 @@ class RunWriter:
         if planned:
             appends = []
             for call, known, events, _ in planned:
+                # Events with the append's meta: stored as encode(e, meta=...) stores them.
                 meta = {"actor": f"run:{call.run_id}"}
-                appends.append((f"run-{call.run_id}", [encode(e, meta=meta) for e in events],
-                                known.version or NO_STREAM))  # fmt: skip
+                appends.append((f"run-{call.run_id}", events, known.version or NO_STREAM, meta))
                 self.known.writing(call.run_id, known.version + len(events))
             try:
                 outcomes: list[Any] = list(self.log.append_many(appends))

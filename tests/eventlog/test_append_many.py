@@ -48,3 +48,31 @@ def test_batches_and_single_appends_from_many_threads_all_land(tmp_path):
         assert failures == []
         assert log.head().seq == 3 * 50 * 3 + 3 * 50
         assert log.verify().ok
+
+
+def test_meta_of_an_append_is_stored_with_each_catalogue_event_as_encode_stores_it(tmp_path):
+    from datetime import UTC, datetime
+
+    from eventlog import ANY, encode
+    from eventlog.events import RunReported
+
+    meta = {"actor": "run:a", "n": 1}
+    at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    events = [RunReported("a", "working", None, at), RunReported("a", "busy", '{"x":1}', at)]
+    with open_log(tmp_path / "log.db") as log:
+        (fast,) = log.append_many([("run-a", events, NO_STREAM, meta)])
+        plain = log.append("run-b", [encode(e, meta=meta) for e in events])
+        bare = log.append("run-c", events, ANY, meta=meta)
+        for got in (fast, bare):
+            assert isinstance(got, list)
+            assert [r.meta for r in got] == [meta, meta]
+            assert [r.meta_json for r in got] == [r.meta_json for r in plain]
+            assert [r.data for r in got] == [r.data for r in plain]
+        # A NewEvent keeps its own meta; an append without meta stores {} with an Event.
+        (mixed,) = log.append_many(
+            [("run-d", [NewEvent("X", {}, meta={"own": 1}), events[0]], NO_STREAM, None)]
+        )
+        assert isinstance(mixed, list)
+        assert [r.meta for r in mixed] == [{"own": 1}, {}]
+        assert [r.meta for r in log.read("run-a")] == [meta, meta]
+        assert log.verify().ok

@@ -47,19 +47,28 @@ def refusals(missing: tuple[int, str | None] = (404, "run not found")) -> Iterat
     """The broker's refusals raised inside, turned into HTTP errors (`missing` as in `call`)."""
     try:
         yield
-    except RunNotFoundError as e:
+    except _REFUSALS as e:
+        raise refusal(e, missing) from None
+
+
+def refusal(e: Exception, missing: tuple[int, str | None] = (404, "run not found")) -> WireError:
+    """The HTTP error a broker refusal `e` (one of _REFUSALS) is answered with."""
+    if isinstance(e, RunNotFoundError):
         status, message = missing
-        raise WireError(status, message if message is not None else str(e)) from None
-    except OperatorOnlyError as e:
-        raise WireError(403, str(e), as_json=True) from None
-    except RunAlreadyRegisteredError as e:
-        raise WireError(409, str(e)) from None
-    except ControlQueueFullError as e:
-        raise WireError(429, str(e)) from None
-    except ContentionError:
-        raise WireError(503, "busy: try again") from None
-    except (BrokerError, ValueError) as e:
-        raise WireError(400, str(e)) from None
+        return WireError(status, message if message is not None else str(e))
+    if isinstance(e, OperatorOnlyError):
+        return WireError(403, str(e), as_json=True)
+    if isinstance(e, RunAlreadyRegisteredError):
+        return WireError(409, str(e))
+    if isinstance(e, ControlQueueFullError):
+        return WireError(429, str(e))
+    if isinstance(e, ContentionError):
+        return WireError(503, "busy: try again")
+    return WireError(400, str(e))
+
+
+_REFUSALS = (RunNotFoundError, OperatorOnlyError, RunAlreadyRegisteredError, ControlQueueFullError,
+             ContentionError, BrokerError, ValueError)  # fmt: skip
 
 
 class Answerable(Protocol):
@@ -83,11 +92,16 @@ async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
     def done() -> None:
         post(answered)  # from the broker's writer thread, or right here
 
-    with refusals():
+    # As `refusals()` twice, without a context manager per request: this is every hot write.
+    try:
         run_call = start(done)
+    except _REFUSALS as e:
+        raise refusal(e) from None
     await answered
-    with refusals():
+    try:
         return run_call.result()
+    except _REFUSALS as e:
+        raise refusal(e) from None
 
 
 class _Inbox:

@@ -30,6 +30,7 @@ PLAIN_OK = object()  # the plain-text `ok` of /heartbeat
 _WANTED = (b"origin", b"content-type", b"content-length", b"authorization")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _TEXT_HEADERS = [(b"content-type", b"text/plain; charset=utf-8")]
+_OK_BODY = orjson.dumps(OK) + b"\n"  # the answer to most of what agents send
 
 
 class Headers:
@@ -96,6 +97,8 @@ class HotRoutes:
             return  # the client went away while the handler waited
         if value is PLAIN_OK:
             body, kind = b"ok", _TEXT_HEADERS
+        elif value is OK:
+            body, kind = _OK_BODY, _JSON_HEADERS
         else:
             body = orjson.dumps(value, option=orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS) + b"\n"
             kind = _JSON_HEADERS

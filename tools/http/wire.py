@@ -268,18 +268,21 @@ def raw_member(raw: bytes, key: str, parsed: Mapping[str, Any] | None = None) ->
     if parsed is not None:
         if key not in parsed:
             return None
-        found = _sole_member(raw, key)  # `parsed` has the member: the fast path may look for it
+        found = _sole_member(raw, key, parsed[key])  # `parsed` has the member: the fast path may look
         if found is not None:
             return found
     return _scan_member(raw, key)
 
 
-def _sole_member(raw: bytes, key: str) -> str | None:
-    """The text of top-level member `key`, which the body has: when nothing is escaped and its
-    quoted name occurs once; else None (scan).
+def _sole_member(raw: bytes, key: str, value: Any) -> str | None:
+    """The text of top-level member `key`, which the body has (parsed as `value`): when nothing
+    is escaped and its quoted name occurs once; else None (scan).
 
     Without a backslash in the body, a string cannot hold a quote, and the top-level name is
     written as it is: if `"key"` occurs once, that occurrence is the top-level member's name.
+    An object, array or string written compactly, as most clients write them, is the compact
+    text of what it parsed to: if that text is there, it is the member's whole text (it ends
+    with its own closing bracket or quote), found without a scan in Python.
     """
     if b"\\" in raw:
         return None
@@ -287,11 +290,21 @@ def _sole_member(raw: bytes, key: str) -> str | None:
     at = raw.find(name)
     if at < 0 or raw.find(name, at + 1) >= 0:
         return None
+    delimited = type(value) in _DELIMITED
+    compact = orjson.dumps(value) if delimited else b""
+    # The commonest case first: `"key":<compact value>`, no space around the colon.
+    if delimited and raw.startswith(b":" + compact, at + len(name)):
+        return compact.decode("utf-8")
     colon = _skip_ws(raw, at + len(name))
     if raw[colon : colon + 1] != b":":
         return None
     start = _skip_ws(raw, colon + 1)
+    if delimited and raw.startswith(compact, start):
+        return compact.decode("utf-8")
     return raw[start : _skip_value(raw, start)].decode("utf-8")
+
+
+_DELIMITED = (dict, list, str)  # values whose text ends with a closing bracket or quote
 
 
 def _scan_member(raw: bytes, key: str) -> str | None:
