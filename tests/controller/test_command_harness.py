@@ -151,20 +151,6 @@ def test_close_kills_the_program_and_cancels_its_permission_request(agent):
         harness.send("r", "hello", "immediate")
 
 
-def test_events_without_a_run_id_belong_to_the_run_in_progress(system):
-    ctrl = system.controller(CommandHarness([sys.executable, "-c", PLAIN]), controller_id="plain")
-    ctrl.start()
-    for prompt in ("one", "two"):
-        ctrl.send(prompt)
-        assert finished(ctrl) == "succeeded"
-    assert [(e.kind, e.text) for e in ctrl.run().entries] == [
-        ("notice", "unreadable agent output: warming up"),
-        ("message", "one"),
-        ("notice", "unreadable agent output: warming up"),
-        ("message", "two"),
-    ]
-
-
 class AnswersBeforeSendReturns(CommandHarness):
     """A harness whose program answers a prompt before `send` has returned (a busy machine)."""
 
@@ -183,8 +169,10 @@ class AnswersBeforeSendReturns(CommandHarness):
             assert self.delivered.wait(WAIT), "the program did not answer"
 
 
-def test_output_that_arrives_before_send_returns_belongs_to_the_new_run(system):
-    ctrl = system.controller(AnswersBeforeSendReturns([sys.executable, "-c", PLAIN]), controller_id="quick")
+# The second: output that arrives before `send` returns belongs to the new run too.
+@pytest.mark.parametrize("harness", [CommandHarness, AnswersBeforeSendReturns])
+def test_events_without_a_run_id_belong_to_the_run_in_progress(system, harness):
+    ctrl = system.controller(harness([sys.executable, "-c", PLAIN]), controller_id="plain")
     ctrl.start()
     for prompt in ("one", "two"):
         ctrl.send(prompt)
