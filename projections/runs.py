@@ -111,7 +111,7 @@ class RunRegistryView:
                 state[run_id] = _row(
                     run_id, r.registered_at, r.first_seq, recorded_at(record), r.queue_depth, r.reports,
                     r.finishes, r.replies, r.pending_permissions, r.last_state, r.permission_request_count,
-                    r.recent_permission_requests,
+                r.recent_permission_requests,
                 )  # fmt: skip
             return state
         if t == "RunRegistered":
@@ -128,7 +128,7 @@ class RunRegistryView:
             state[run_id] = _row(
                 run_id, r.registered_at, r.first_seq, r.last_seen, r.queue_depth + 1, r.reports,
                 r.finishes, r.replies, r.pending_permissions, r.last_state, r.permission_request_count,
-                    r.recent_permission_requests,
+                r.recent_permission_requests,
             )  # fmt: skip
             return state
         if t == "ControlDelivered":
@@ -136,7 +136,7 @@ class RunRegistryView:
             state[run_id] = _row(
                 run_id, r.registered_at, r.first_seq, r.last_seen, depth, r.reports, r.finishes,
                 r.replies, r.pending_permissions, r.last_state, r.permission_request_count,
-                    r.recent_permission_requests,
+                r.recent_permission_requests,
             )  # fmt: skip
             return state
         at = recorded_at(record)
