@@ -51,9 +51,21 @@ class AppendRequest:
     joined: bool = False
 
 
+def right_sized(data: bytes) -> bytes:
+    """A copy of `data` in a buffer of its own size, for bytes that are kept.
+
+    orjson (3.12 and later) returns its output in the buffer it wrote into, ~4 KiB however
+    short the text; the copy costs ~0.1 µs (tests/eventlog/test_json_buffers.py).
+    """
+    return bytes(memoryview(data))
+
+
 def meta_bytes(meta: Mapping[str, Any] | None) -> bytes:
-    """The canonical JSON of an append's `meta` (None: `{}`), as a NewEvent's is stored."""
-    return _NO_META if not meta else orjson.dumps(meta, option=_SORT)
+    """The canonical JSON of an append's `meta` (None: `{}`), as a NewEvent's is stored.
+
+    Right-sized: every record of the append keeps it.
+    """
+    return _NO_META if not meta else right_sized(orjson.dumps(meta, option=_SORT))
 
 
 def check_catalogue_shape(new: NewEvent) -> None:
@@ -108,7 +120,7 @@ def encode_events(events: Iterable[NewEvent | Event], meta_json: bytes = _NO_MET
                 new.type,
                 int(new.schema),
                 dumps(new.data, option=_SORT),
-                dumps(new.meta, option=_SORT),
+                meta_bytes(new.meta),  # every record of it keeps its meta bytes
                 event_id,
                 event_key(event_id),
             )
