@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import hashlib
 import hmac
@@ -155,6 +156,23 @@ def pack(
     return Snapshot(name, version, seq, chain_hash, hexdigest, size, b"".join(packed), mac=mac)
 
 
+def _malloc_trim() -> Callable[[], object] | None:
+    """glibc's `malloc_trim(0)`: give freed heap pages back to the OS; None without glibc."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # musl, macOS, Windows: their allocators return memory alone
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return lambda: trim(0)
+
+
+# Called after each round of snapshots. A round dumps every view at one mark (tens of MB of
+# JSON for a large log); glibc keeps the freed heap for reuse, so a server's RSS kept each
+# round's peak for good: in `bench soak`, a 5-13 MiB step at the 100,000-event mark.
+RELEASE_FREED = _malloc_trim()
+
+
 class SnapshotWriter:
     """Stores snapshots from a thread of its own, so that folding goes on meanwhile.
 
@@ -169,8 +187,15 @@ class SnapshotWriter:
     IDLE = 1.0  # seconds without work after which the thread ends
     QUEUE = 16
 
-    def __init__(self, store: SnapshotStore, keep: int | None = None, seal: Seal | None = None) -> None:
+    def __init__(
+        self,
+        store: SnapshotStore,
+        keep: int | None = None,
+        seal: Seal | None = None,
+        release: Callable[[], object] | None = RELEASE_FREED,
+    ) -> None:
         self.store = store
+        self.release = release  # called when a round's thread ends, its dumps freed
         self.keep = keep
         self.seal = seal
         self.error: EventLogError | None = None
@@ -194,10 +219,12 @@ class SnapshotWriter:
                 item = self._queue.get(timeout=self.IDLE)
             except queue.Empty:
                 with self._lock:
-                    if self._queue.empty():
-                        self._thread = None
-                        return
-                continue
+                    if not self._queue.empty():
+                        continue
+                    self._thread = None
+                if self.release is not None:
+                    self.release()
+                return
             try:
                 if self.error is None:
                     name, version = item[0], item[1]
@@ -207,4 +234,5 @@ class SnapshotWriter:
             except EventLogError as e:  # a cache that cannot be written must not stop the views
                 self.error = e
             finally:
+                item = None  # type: ignore[assignment]  # the dump is freed before the round ends
                 self._queue.task_done()
