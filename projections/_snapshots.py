@@ -169,7 +169,7 @@ def _malloc_trim() -> Callable[[], object] | None:
 
 # Called after each round of snapshots. A round dumps every view at one mark (tens of MB of
 # JSON for a large log); glibc keeps the freed heap for reuse, so a server's RSS kept each
-# round's peak for good: in `bench soak`, a 5-13 MiB step at the 100,000-event mark.
+# round's peak for good: in `bench soak`, a 5-11 MiB step at the 100,000-event mark.
 RELEASE_FREED = _malloc_trim()
 
 

@@ -2,7 +2,7 @@
 
 A round dumps every view at one mark: tens of MB of JSON that is freed once stored. glibc
 keeps freed heap for reuse, so without a trim a server's RSS kept each round's peak for good
-(`flightlog bench soak`: a step of 5 to 13 MiB at the 100,000-event mark that never left).
+(`flightlog bench soak`: a step of 5 to 11 MiB at the 100,000-event mark that never left).
 """
 
 from __future__ import annotations
