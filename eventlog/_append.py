@@ -55,7 +55,7 @@ def right_sized(data: bytes) -> bytes:
     """A copy of `data` in a buffer of its own size, for bytes that are kept.
 
     orjson (3.12 and later) returns its output in the buffer it wrote into, ~4 KiB however
-    short the text; the copy costs ~0.1 µs (tests/eventlog/test_json_buffers.py).
+    short the text (tests/eventlog/test_json_buffers.py); the copy costs ~0.35 µs (timeit).
     """
     return bytes(memoryview(data))
 
