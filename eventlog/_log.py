@@ -19,6 +19,7 @@ from ._import import IMPORT_BATCH, ImportTarget, import_records
 from ._recent import RecentCommits
 from ._record import (
     ANY,
+    APPROVAL_TYPES,
     RUN_START_TYPES,
     Expect,
     ExpectedVersion,
@@ -311,6 +312,18 @@ class EventLog(GroupCommit):
         The SQL backends answer from an index, so this costs the records found, not the log.
         """
         return [r for r in self.read_all(types=RUN_START_TYPES) if r.data.get("run_id") == run_id]
+
+    def approval_records(self, approval_id: str, to_seq: int | None = None) -> list[Record]:
+        """The records of approval `approval_id`'s history (up to `to_seq`), in seq order: every
+        record of an approval event type whose data names it, whatever its stream.
+
+        The SQL backends answer from an index, so this costs the records found, not the log.
+        """
+        return [
+            r
+            for r in self.read_all(to_seq=to_seq, types=APPROVAL_TYPES)
+            if r.data.get("approval_id") == approval_id
+        ]
 
     def seq_at(self, when: datetime) -> int:
         """The last seq recorded at or before `when` (0 if none), by a binary search over seq.

@@ -21,8 +21,8 @@ from ._errors import IdempotencyConflict, ReadOnlyDatabaseError, StorageError
 from ._import import ImportTarget
 from ._log import EventLog
 from ._pgconn import Conn, Connector, Listener, ReaderPool, usable
-from ._record import GENESIS_HASH, RUN_START_FILTER, Record, expectation_holds
-from ._sqlreads import COLUMNS, SQLReads
+from ._record import APPROVAL_FILTER, GENESIS_HASH, RUN_START_FILTER, Record, expectation_holds
+from ._sqlreads import COLUMNS, NO_UPPER_BOUND, SQLReads
 
 _STREAM_VERSION = "SELECT MAX(version) FROM events WHERE stream = %s"
 _INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
@@ -63,12 +63,26 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             f"CREATE INDEX events_run_starts ON events (flightlog_run_id(data)) WHERE {RUN_START_FILTER}",
         ),
     ),
+    (
+        "0003_approval_indexes",
+        (
+            "CREATE FUNCTION flightlog_approval_id(data BYTEA) RETURNS TEXT LANGUAGE sql IMMUTABLE "
+            "PARALLEL SAFE AS $$ SELECT convert_from(data, 'UTF8')::jsonb ->> 'approval_id' $$",
+            f"CREATE INDEX events_approval_seqs ON events (seq) WHERE {APPROVAL_FILTER}",
+            "CREATE INDEX events_approval_ids ON events (flightlog_approval_id(data), seq) "
+            f"WHERE {APPROVAL_FILTER}",
+        ),
+    ),
 ]
 # Migrations a read-only open may do without: they only add an index, and reads are answered
 # without it (more slowly).
-_READ_OPTIONAL = frozenset({"0002_run_starts_index"})
+_READ_OPTIONAL = frozenset({"0002_run_starts_index", "0003_approval_indexes"})
 RUN_STARTS_QUERY = (
     f"SELECT {COLUMNS} FROM events WHERE {RUN_START_FILTER} AND flightlog_run_id(data) = %s ORDER BY seq"
+)
+APPROVAL_RECORDS_QUERY = (
+    f"SELECT {COLUMNS} FROM events WHERE {APPROVAL_FILTER} AND flightlog_approval_id(data) = %s "
+    "AND seq <= %s ORDER BY seq"
 )
 # A writer that stops inside its transaction (a GC stall, a frozen VM, SIGSTOP) would hold the
 # writer row until it resumed: its session is ended by the server once it has sat idle in the
@@ -113,6 +127,7 @@ class PostgresLog(SQLReads, EventLog):
         self._listener_lock = threading.Lock()
         self._listener: Listener | None = None
         self._run_index = True  # a read-only open of a log not yet migrated reads without it
+        self._approval_index = True  # ... and without this one
         self._writer: Conn | None = None if readonly else self._connect_writer()
         conn = self._writer or self._connector.connect()
         try:
@@ -136,6 +151,7 @@ class PostgresLog(SQLReads, EventLog):
             raise StorageError(self.url, "opened read-only, and there is no log on its search_path")
         pending = _pending(conn)
         self._run_index = "0002_run_starts_index" not in pending
+        self._approval_index = "0003_approval_indexes" not in pending
         if pending := [name for name in pending if name not in _READ_OPTIONAL]:
             raise StorageError(
                 self.url,
@@ -149,6 +165,12 @@ class PostgresLog(SQLReads, EventLog):
         if not self._run_index:
             return super().run_starts(run_id)
         return list(map(record_from_row, self._query(RUN_STARTS_QUERY, (run_id,))))
+
+    def approval_records(self, approval_id: str, to_seq: int | None = None) -> list[Record]:
+        if not self._approval_index:
+            return super().approval_records(approval_id, to_seq)
+        hi = to_seq if to_seq is not None else NO_UPPER_BOUND
+        return list(map(record_from_row, self._query(APPROVAL_RECORDS_QUERY, (approval_id, hi))))
 
     def follow(
         self,

@@ -20,6 +20,19 @@ from ._errors import StreamNameError
 # index them by run id (`EventLog.run_starts`).
 RUN_START_TYPES = ("AgentRunStarted", "ForkedFrom")
 RUN_START_FILTER = "type IN (" + ", ".join(f"'{t}'" for t in RUN_START_TYPES) + ")"
+# The records of approvals' histories; the SQL backends index them by seq (so
+# `read_all(types=APPROVAL_TYPES)` reads those records, not the log) and by approval id
+# (`EventLog.approval_records`).
+APPROVAL_TYPES = (
+    "ApprovalRequested",
+    "ApprovalPublished",
+    "ApprovalDiscarded",
+    "ApprovalVoted",
+    "ApprovalDecided",
+    "ApprovalDecisionRefused",
+    "ApprovalAttemptRefused",
+)
+APPROVAL_FILTER = "type IN (" + ", ".join(f"'{t}'" for t in APPROVAL_TYPES) + ")"
 GENESIS_HASH = "0" * 64
 
 

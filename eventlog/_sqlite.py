@@ -20,11 +20,14 @@ from ._errors import (
 )
 from ._import import ImportTarget
 from ._log import EventLog
-from ._record import GENESIS_HASH, Head, Record, event_key
+from ._record import APPROVAL_TYPES, GENESIS_HASH, Head, Record, event_key
 from ._sqlite_migrate import migrations
 from ._sqlite_ro import ReadOnlyOpen
 from ._sqlite_ro import uri as readonly_uri
 from ._sqlite_row import (
+    APPROVAL_RECORDS_QUERY,
+    APPROVAL_ROWS_QUERY,
+    APPROVAL_SEQS_INDEX,
     INSERT,
     RUN_STARTS_QUERY,
     STORED,
@@ -46,6 +49,7 @@ SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
 # durable append writes ~7.5 KB instead of ~13 KB, a batch of 100 a fifth less, for the same
 # read rate (bench log, and larger payloads measured alike).
 PAGE_SIZE = 2048
+_APPROVAL_TYPES = frozenset(APPROVAL_TYPES)
 
 
 class SQLiteLog(SQLReads, EventLog):
@@ -108,6 +112,9 @@ class SQLiteLog(SQLReads, EventLog):
             # A read-only open leaves a log of the first row as it is, and reads it as such.
             legacy = "SELECT 1 FROM pragma_table_info('events') WHERE name = 'prev_hash'"
             self._lean = self._conn.execute(legacy).fetchone() is None
+            # A read-only open of a log written before the approval indexes reads without them.
+            indexed = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?"
+            self._approval_index = self._conn.execute(indexed, (APPROVAL_SEQS_INDEX,)).fetchone() is not None
         except sqlite3.Error as e:
             self._close_backend()
             raise translate(e, self.path) from e
@@ -135,6 +142,7 @@ class SQLiteLog(SQLReads, EventLog):
                 if str(mode).lower() != "wal":
                     raise StorageError(self.path, f"could not switch to WAL (journal_mode={mode})")
             conn.execute(f"PRAGMA synchronous = {self._sync}")
+            conn.execute("PRAGMA cache_size = -64")
             return conn
         except BaseException as e:
             if conn is not None:  # else the half-set-up connection holds the file until a GC pass
@@ -203,6 +211,9 @@ class SQLiteLog(SQLReads, EventLog):
         self, after_seq: int, limit: int, to_seq: int | None, types: frozenset[str] | None
     ) -> list[Row]:
         if types is not None:
+            if types == _APPROVAL_TYPES and self._approval_index:
+                hi = to_seq if to_seq is not None else NO_UPPER_BOUND
+                return self._query(APPROVAL_ROWS_QUERY, (after_seq, hi, limit))
             return self._typed_rows_after(types, after_seq, limit, to_seq, STORED)
         hi = to_seq if to_seq is not None else NO_UPPER_BOUND
         query = f"SELECT {STORED} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
@@ -253,6 +264,12 @@ class SQLiteLog(SQLReads, EventLog):
         if not self._lean:  # the first row keeps data as a BLOB, which json_extract refuses
             return super().run_starts(run_id)
         return records(self._query(RUN_STARTS_QUERY, (run_id,)), self._hashes_before)
+
+    def approval_records(self, approval_id: str, to_seq: int | None = None) -> list[Record]:
+        if not self._lean:  # the first row keeps data as a BLOB, which json_extract refuses
+            return super().approval_records(approval_id, to_seq)
+        hi = to_seq if to_seq is not None else NO_UPPER_BOUND
+        return records(self._query(APPROVAL_RECORDS_QUERY, (approval_id, hi)), self._hashes_before)
 
     # -- the EventLog contract -------------------------------------------------------------
 

@@ -6,6 +6,7 @@ the migration's one transaction, to the row `_sqlite_row` describes: every recor
 seq, version, event id, time, data, meta and hash, so the chain and any anchor kept
 elsewhere still verify. A long conversion shows a progress bar on a terminal.
 `0003_run_starts_index` indexes the records that start a run by its id.
+`0004_approval_indexes` indexes approvals' records by seq and by approval id.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
 from ._record import event_key
-from ._sqlite_row import CREATE_RUN_STARTS_INDEX, CREATE_TABLE, CREATE_VIEW, INSERT
+from ._sqlite_row import CREATE_APPROVAL_INDEXES, CREATE_RUN_STARTS_INDEX, CREATE_TABLE, CREATE_VIEW, INSERT
 
 migrations = Migrations("flightlog.eventlog")
 
@@ -64,6 +65,12 @@ def _lean_row(db: Database) -> None:
 @migrations(name="0003_run_starts_index")
 def _run_starts_index(db: Database) -> None:
     db.execute(CREATE_RUN_STARTS_INDEX)
+
+
+@migrations(name="0004_approval_indexes")
+def _approval_indexes(db: Database) -> None:
+    for statement in CREATE_APPROVAL_INDEXES:
+        db.execute(statement)
 
 
 def convert_to_lean(conn: Any, progress: Callable[[int], object] | None = None) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ._append import EncodedEvent, Row
-from ._record import GENESIS_HASH, RUN_START_FILTER, Record, uuid_text
+from ._record import APPROVAL_FILTER, GENESIS_HASH, RUN_START_FILTER, Record, uuid_text
 
 # What a reader selects, in the order the row-to-record code below unpacks it.
 STORED = "seq, stream, version, type, schema, data, CAST(meta AS BLOB), event_id, recorded_at, hash"
@@ -50,6 +50,23 @@ CREATE_TABLE = """
 RUN_ID = "json_extract(data, '$.run_id')"
 CREATE_RUN_STARTS_INDEX = f"CREATE INDEX events_run_starts ON events ({RUN_ID}) WHERE {RUN_START_FILTER}"
 RUN_STARTS_QUERY = f"SELECT {STORED} FROM events WHERE {RUN_START_FILTER} AND {RUN_ID} = ? ORDER BY seq"
+
+# Approvals' records by seq (the approval history, read whole) and by approval id (one
+# approval's). Left to itself, SQLite answers a read of the history by scanning the seq range
+# of the whole log; told to use the first index (INDEXED BY), it reads only those records.
+APPROVAL_ID = "json_extract(data, '$.approval_id')"
+APPROVAL_SEQS_INDEX = "events_approval_seqs"
+CREATE_APPROVAL_INDEXES = (
+    f"CREATE INDEX {APPROVAL_SEQS_INDEX} ON events (seq) WHERE {APPROVAL_FILTER}",
+    f"CREATE INDEX events_approval_ids ON events ({APPROVAL_ID}, seq) WHERE {APPROVAL_FILTER}",
+)
+APPROVAL_ROWS_QUERY = (
+    f"SELECT {STORED} FROM events INDEXED BY {APPROVAL_SEQS_INDEX} "
+    f"WHERE {APPROVAL_FILTER} AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
+)
+APPROVAL_RECORDS_QUERY = (
+    f"SELECT {STORED} FROM events WHERE {APPROVAL_FILTER} AND {APPROVAL_ID} = ? AND seq <= ? ORDER BY seq"
+)
 
 _HEX_ID = "lower(hex(event_id))"
 CREATE_VIEW = f"""
