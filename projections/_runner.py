@@ -285,6 +285,12 @@ class ViewRunner:
             self.catch_up()
             return fn(self._states[name])
 
+    def read_states(self, fn: Callable[[dict[str, Any]], T]) -> tuple[int, T]:
+        """The checkpoint and `fn(states)` over every view, computed under the lock after catching up."""
+        with self._lock:
+            seq = self.catch_up()
+            return seq, fn(self._states)
+
     def _stored_below(self, view: View, seq: int) -> tuple[int, int] | None:
         """The newest stored snapshot of `view` at or below `seq`, as (seq, size), from a listing."""
         if self.store is None:

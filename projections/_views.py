@@ -9,6 +9,7 @@ from typing import Any
 
 from eventlog import Clock, EventLog, SnapshotStore, SystemClock, from_micros
 
+from ._bulk import bulk
 from ._diff import Diff, diff_items
 from ._runner import (
     CHECKPOINT_BUDGET,
@@ -22,6 +23,7 @@ from ._snapshots import AUTO
 from ._view import View, state_digest
 from .agent_runs import FORKED, AgentRun, AgentRunsView, agent_run_order
 from .approvals import (
+    ApprovalActorsView,
     ApprovalHistoryView,
     ApprovalRow,
     PendingApprovalsView,
@@ -45,11 +47,15 @@ from .timeline import RunMoment, TimelineEntry, TimelineView, render
 
 At = int | datetime | None
 
+# Views not kept live: each is folded from an index of the log when asked for, so a server's
+# memory does not grow with the history. The approval history holds every approval ever
+# requested (about 0.9 KiB each); it is read from the log's approval records, indexed by seq.
+ON_DEMAND = frozenset({"approval_history"})
+
 # The views whose state is a dict of frozen rows: a copy shares the rows, so the runner keeps
 # in-memory checkpoints of them for fast time travel. The timeline is travelled per stream.
 GLOBAL_VIEWS = (
     "pending_approvals",
-    "approval_history",
     "run_registry",
     "finish_status",
     "agent_runs",
@@ -65,6 +71,7 @@ def default_views() -> list[View]:
     return [
         PendingApprovalsView(),
         ApprovalHistoryView(),
+        ApprovalActorsView(),
         RunRegistryView(),
         FinishStatusView(),
         AgentRunsView(),
@@ -82,7 +89,8 @@ class Views:
 
     Time travel is read-only: it folds the log up to the point asked for and never runs
     anything. `clock` decides which pending approvals are past their deadline right now.
-    Snapshot and checkpoint settings are passed to the `ViewRunner`.
+    Snapshot and checkpoint settings are passed to the `ViewRunner`, which keeps every view
+    live except those in `ON_DEMAND`: they are folded from the log's index when read.
     """
 
     def __init__(
@@ -101,9 +109,12 @@ class Views:
     ) -> None:
         self.log = log
         self.clock = clock or log.clock or SystemClock()
+        chosen = list(views if views is not None else default_views())
+        self._names = [v.name for v in chosen]
+        self._on_demand = {v.name: v for v in chosen if v.name in ON_DEMAND}
         self.runner = ViewRunner(
             log,
-            views if views is not None else default_views(),
+            [v for v in chosen if v.name not in ON_DEMAND],
             snapshots=snapshots,
             snapshot_every=snapshot_every,
             snapshot_bytes_per_event=snapshot_bytes_per_event,
@@ -115,7 +126,11 @@ class Views:
 
     @property
     def names(self) -> list[str]:
-        return list(self.runner.views)
+        return list(self._names)
+
+    def view(self, name: str) -> View:
+        """The named view (live or folded when read)."""
+        return self._on_demand.get(name) or self.runner.views[name]
 
     def catch_up(self) -> int:
         return self.runner.catch_up()
@@ -142,10 +157,22 @@ class Views:
 
     def _state(self, name: str, at: At) -> tuple[Any, datetime | None]:
         seq = self.resolve_at(at)
+        if name in self._on_demand:
+            if seq is None:
+                return self._fold_on_demand(name, self.runner.catch_up()), self.clock.now()
+            return self._fold_on_demand(name, seq), (self.moment(seq) if seq else None)
         if seq is None:
             return self.runner.read(name, self.runner.views[name].copy), self.clock.now()
         states = self.runner.fold_until(seq, [name])
         return states[name], (self.moment(seq) if seq else None)
+
+    def _fold_on_demand(self, name: str, seq: int, records: Iterable[Any] | None = None) -> Any:
+        """View `name` folded from its records (by default every one of its types) up to `seq`."""
+        view = self._on_demand[name]
+        if records is None:
+            records = self.log.read_all(to_seq=seq, types=view.types)
+        with bulk():
+            return fold_records([view], records, {name: view.initial()})[name]
 
     def state(self, name: str, at: At = None) -> Any:
         """A private copy of the named view's raw state, now or as of `at`."""
@@ -153,20 +180,22 @@ class Views:
 
     def dump(self, name: str, at: At = None) -> Any:
         """The named view's canonical dump (what digests and snapshots are made of)."""
-        return self.runner.views[name].dump(self.state(name, at))
+        return self.view(name).dump(self.state(name, at))
 
     def digest(self, name: str, at: At = None) -> str:
         """SHA-256 of the canonical JSON of the named view's dump."""
-        return state_digest(self.runner.views[name], self.state(name, at))
+        return state_digest(self.view(name), self.state(name, at))
 
     def digests(self, at: At = None) -> dict[str, str]:
-        """Every view's digest, now or as of `at` (one fold for all of them)."""
+        """Every view's digest, now or as of `at` (one fold for all the live ones)."""
         seq = self.resolve_at(at)
         if seq is None:
-            states = {n: self.runner.read(n, self.runner.views[n].copy) for n in self.runner.views}
+            views = self.runner.views
+            seq, states = self.runner.read_states(lambda live: {n: v.copy(live[n]) for n, v in views.items()})
         else:
             states = self.runner.fold_until(seq)
-        return {n: state_digest(self.runner.views[n], s) for n, s in states.items()}
+        states.update({n: self._fold_on_demand(n, seq) for n in self._on_demand})
+        return {n: state_digest(self.view(n), states[n]) for n in self._names}
 
     # -- approvals -------------------------------------------------------------------------
 
@@ -186,12 +215,24 @@ class Views:
         return history_order(state)
 
     def approval(self, approval_id: str, at: At = None) -> ApprovalRow | None:
-        if at is None:
-            found: ApprovalRow | None = self.runner.read("approval_history", lambda s: s.get(approval_id))
-            return found
-        state, _ = self._state("approval_history", at)
-        row: ApprovalRow | None = state.get(approval_id)
+        """One approval and its outcome, now or as of `at`: an open one from the live view, any
+        other folded from its own records (an indexed read of a few rows)."""
+        seq = self.resolve_at(at)
+        if seq is None:
+            seq, found = self.runner.read_states(
+                lambda live: live.get("pending_approvals", {}).get(approval_id)
+            )
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        if "approval_history" not in self._on_demand:
+            return None
+        records = self.log.approval_records(approval_id, to_seq=seq)
+        row: ApprovalRow | None = self._fold_on_demand("approval_history", seq, records).get(approval_id)
         return row
+
+    def approval_actors(self, run_id: str) -> list[str]:
+        """Everyone who voted on or decided one of the run's approvals, sorted."""
+        return list(self.runner.read("approval_actors", lambda s: s.actors.get(run_id, ())))
 
     # -- runs (the broker's registry) ------------------------------------------------------
 

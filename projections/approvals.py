@@ -340,6 +340,63 @@ class PendingApprovalsView:
         return {row.id: row for row in map(load_row, data)}
 
 
+@dataclass(slots=True)
+class ActorsState:
+    """Who voted on or decided each run's approvals, and the run of every open approval."""
+
+    open: dict[str, str]  # approval id -> run id, until the approval's outcome
+    actors: dict[str, tuple[str, ...]]  # run id -> actors, sorted
+
+
+class ApprovalActorsView:
+    """Run id -> everyone who voted on or decided one of its approvals (the runs listing's column).
+
+    It holds the open approvals and one entry per run, not the history: the history is read
+    from the log's approval records when asked for (`Views.approval_history`).
+    """
+
+    name = "approval_actors"
+    version = 1
+    types = frozenset({ApprovalRequested.type_name, ApprovalVoted.type_name, ApprovalDecided.type_name,
+                       ApprovalDiscarded.type_name})  # fmt: skip
+
+    def initial(self) -> ActorsState:
+        return ActorsState({}, {})
+
+    def apply(self, state: ActorsState, record: Record) -> ActorsState:
+        d = record.data
+        approval_id = d["approval_id"]
+        if record.type == ApprovalRequested.type_name:
+            state.open[approval_id] = _shared(d["run_id"])
+            return state
+        run_id = state.open.get(approval_id)
+        if run_id is None:
+            return state
+        if record.type == ApprovalDiscarded.type_name:
+            del state.open[approval_id]
+            return state
+        if record.type == ApprovalDecided.type_name:
+            del state.open[approval_id]
+        actor = d["actor"]
+        if actor:
+            known = state.actors.get(run_id, ())
+            if actor not in known:
+                state.actors[run_id] = tuple(sorted((*known, _shared(actor))))
+        return state
+
+    def copy(self, state: ActorsState) -> ActorsState:
+        return ActorsState(dict(state.open), dict(state.actors))
+
+    def dump(self, state: ActorsState) -> dict[str, Any]:
+        return {
+            "open": [[k, state.open[k]] for k in sorted(state.open)],
+            "actors": [[k, list(state.actors[k])] for k in sorted(state.actors)],
+        }
+
+    def load(self, data: dict[str, Any]) -> ActorsState:
+        return ActorsState({k: v for k, v in data["open"]}, {k: tuple(v) for k, v in data["actors"]})
+
+
 def history_order(state: dict[str, ApprovalRow]) -> list[ApprovalRow]:
     return sorted(state.values(), key=lambda r: (r.requested_seq, r.id))
 

@@ -70,7 +70,12 @@ def test_the_migration_keeps_every_record_and_the_chain(old_log):
     assert "prev_hash" not in _columns(old_log)
     with closing(sqlite3.connect(old_log)) as conn:
         applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations ORDER BY id")]
-        assert applied == ["0001_create_events", "0002_lean_row", "0003_run_starts_index", "0004_approval_indexes"]
+        assert applied == [
+            "0001_create_events",
+            "0002_lean_row",
+            "0003_run_starts_index",
+            "0004_approval_indexes",
+        ]
         query = "SELECT DISTINCT typeof(hash), typeof(data), typeof(meta) FROM events"
         types = conn.execute(query).fetchall()
         assert types == [("blob", "text", "text")]

@@ -188,7 +188,7 @@ def test_views_become_plain_tables_with_a_meta_row(db, tmp_path, seeded):
     tables = sqlite_utils.Database(out)
     expected = {"pending_approvals", "approval_history", "run_registry", "finish_status", "agent_runs",
                 "sessions", "agent_activity", "projects", "timeline", "open_asks", "peers",
-                "_meta"}  # fmt: skip
+                "approval_actors", "_meta"}  # fmt: skip
     assert set(tables.table_names()) == expected
     with open_log(db, readonly=True) as log:
         views = Views(log, snapshots=None)
@@ -208,6 +208,9 @@ def test_views_become_plain_tables_with_a_meta_row(db, tmp_path, seeded):
     assert [e["id"] for e in entries] == [e.id for e in timeline]
     assert tables["timeline"].pks == ["run_id", "position"]
     assert "session_id" in tables["sessions"].columns_dict  # an empty view still has its columns
+    who = {(a.run_id, name) for a in history for name in (*a.votes, a.actor) if name}
+    assert {(r["run_id"], r["actor"]) for r in tables["approval_actors"].rows} == who
+    assert tables["approval_actors"].pks == ["run_id", "actor"]
     (meta,) = tables["_meta"].rows
     assert (meta["seq"], meta["hash"], meta["chain_verified"]) == (head.seq, head.hash, 1)
     assert meta["exported_at"]

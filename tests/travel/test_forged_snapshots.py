@@ -6,28 +6,34 @@ from __future__ import annotations
 import dataclasses
 import zlib
 
+import pytest
+
 from eventlog import Snapshot, snapshot_store
 from projections import Views, check_snapshots, default_views
 
-from .forgery import FORGER, forge_approval_history, record_rejection, store_snapshots
+from .forgery import FORGER, forge_approval_actors, forge_approval_history, record_rejection, store_snapshots
 
 KEY = b"k" * 32
 
 
 def decisions(views: Views) -> list[tuple[str, str]]:
-    return [(r.decision, r.actor) for r in views.approval_history()]
+    """The history's decisions and the live view of who decided: both must be the log's."""
+    rows = [(r.decision, r.actor) for r in views.approval_history()]
+    assert views.approval_actors("run-1") == [actor for _, actor in rows]
+    return rows
 
 
-def test_a_forged_snapshot_of_an_unkeyed_log_fails_the_check(log):
+@pytest.mark.parametrize("forge", [forge_approval_history, forge_approval_actors])
+def test_a_forged_snapshot_of_an_unkeyed_log_fails_the_check(log, forge):
     record_rejection(log)
     store_snapshots(log)
     assert check_snapshots(log, default_views()).ok
-    forged = forge_approval_history(log)
+    forged = forge(log)
 
     check = check_snapshots(log, default_views())
     assert check.method == "re-derived"
     assert not check.ok
-    assert [(b.view, b.seq) for b in check.bad] == [("approval_history", forged.seq)]
+    assert [(b.view, b.seq) for b in check.bad] == [(forged.name, forged.seq)]
     assert "differs from what the log folds to" in check.bad[0].reason
 
 
@@ -37,16 +43,16 @@ def test_a_keyed_log_refuses_a_forged_snapshot_and_stores_it_anew(log_factory):
     store_snapshots(log)
     assert all(s.mac for s in snapshot_store(log).list())  # sealed with the log's key
     assert check_snapshots(log, default_views()).to_dict()["method"] == "mac"
-    forged = forge_approval_history(log)
+    forged = forge_approval_actors(log)
 
     check = check_snapshots(log, default_views())
     assert [(b.view, b.seq, b.reason) for b in check.bad] == [
-        ("approval_history", forged.seq, "its MAC does not match (forged, or sealed with another key)")
+        ("approval_actors", forged.seq, "its MAC does not match (forged, or sealed with another key)")
     ]
     views = Views(log)
     assert decisions(views) == [("reject", "alice")]  # the log's truth, not the forgery
-    assert "approval_history" not in views.runner.restored
-    assert ("approval_history", forged.version, forged.seq) in views.runner.rebuilt
+    assert "approval_actors" not in views.runner.restored
+    assert ("approval_actors", forged.version, forged.seq) in views.runner.rebuilt
     views.runner.flush()
     assert check_snapshots(log, default_views()).ok  # stored anew, sealed
     assert decisions(Views(log)) == [("reject", "alice")]
@@ -56,7 +62,7 @@ def test_a_keyed_log_refuses_an_unsealed_snapshot(log_factory):
     log = log_factory(hmac_key=KEY)
     record_rejection(log)
     store_snapshots(log)
-    forged = forge_approval_history(log)
+    forged = forge_approval_actors(log)
     snapshot_store(log).put(dataclasses.replace(forged, mac=""))  # as code that did not seal wrote it
     views = Views(log)
     assert decisions(views) == [("reject", "alice")]
@@ -67,7 +73,7 @@ def test_a_snapshot_whose_content_does_not_match_its_digest_is_never_used(log):
     record_rejection(log)
     store_snapshots(log)
     store = snapshot_store(log)
-    forged = forge_approval_history(log)
+    forged = forge_approval_actors(log)
     # The clumsy forger: new content, a digest that is not its own.
     store.put(Snapshot(forged.name, forged.version, forged.seq, forged.hash, "0" * 64, forged.size,
                        forged.data))  # fmt: skip
@@ -82,7 +88,7 @@ def test_a_snapshot_that_does_not_decompress_is_never_used(log):
     record_rejection(log)
     store_snapshots(log)
     store = snapshot_store(log)
-    listed = store.list("approval_history")[-1]
+    listed = store.list("approval_actors")[-1]
     store.put(Snapshot(listed.name, listed.version, listed.seq, listed.hash, listed.digest, 9,
                        b"x\x9cgarbage"))  # fmt: skip
     views = Views(log)

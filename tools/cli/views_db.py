@@ -1,9 +1,10 @@
 """Every view of a log as plain tables in a SQLite file, for Datasette or any SQL tool.
 
 One table per view, one row per item: scalar fields are columns, nested ones JSON text, times
-ISO 8601 text. The timeline is one row per entry of each agent run's rendered timeline, and
-agent activity one row per (user, agent). `_meta` says which seq the tables show, the hash
-at that seq, whether the chain verified, and when the tables were written.
+ISO 8601 text. The timeline is one row per entry of each agent run's rendered timeline, agent
+activity one row per (user, agent), and approval actors one row per (run, actor). `_meta` says
+which seq the tables show, the hash at that seq, whether the chain verified, and when the
+tables were written.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "projects": ("id",),
     "timeline": ("run_id", "position"),
     "agent_activity": ("user_id", "agent_id"),
+    "approval_actors": ("run_id", "actor"),
 }
 
 
@@ -62,9 +64,11 @@ def view_tables(views: Views) -> tuple[int, dict[str, list[dict[str, Any]]]]:
     seq = views.catch_up()
     runner = views.runner
     tables: dict[str, list[dict[str, Any]]] = {}
-    for name, view in runner.views.items():
-        if name != "timeline":
-            tables[name] = rows_of(name, runner.read_state(name, view.dump))
+    for name in views.names:
+        if name in runner.views and name != "timeline":
+            tables[name] = rows_of(name, runner.read_state(name, runner.views[name].dump))
+        elif name not in runner.views:  # folded from the log when read
+            tables[name] = rows_of(name, views.dump(name, at=seq))
     if "timeline" in runner.views:
         run_ids = [row["run_id"] for row in tables.get("agent_runs", [])]
 
@@ -83,6 +87,8 @@ def rows_of(name: str, dump: Any) -> list[dict[str, Any]]:
     """A view's dump as table rows."""
     if name == "agent_activity" and isinstance(dump, Mapping):
         return [{"user_id": u, "agent_id": a, "last_active": at} for u, a, at in _plain(dump["last"])]
+    if name == "approval_actors" and isinstance(dump, Mapping):  # who decided for each run
+        return [{"run_id": run_id, "actor": actor} for run_id, actors in dump["actors"] for actor in actors]
     if isinstance(dump, Mapping):
         return [{"key": str(k), "value": v} for k, v in _plain(dict(dump)).items()]
     return [row if isinstance(row, dict) else {"value": row} for row in _plain(list(dump))]
@@ -97,6 +103,8 @@ def declared_columns(name: str) -> dict[str, type]:
     """The columns a view's table always has, from its row type (so an empty table has them too)."""
     if name == "agent_activity":
         return {"user_id": str, "agent_id": str, "last_active": str}
+    if name == "approval_actors":
+        return {"run_id": str, "actor": str}
     row = ROW_TYPES.get(name)
     if row is None:
         return {}

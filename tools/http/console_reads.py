@@ -14,7 +14,7 @@ from typing import Any
 
 from actors import System
 from eventlog import Record, from_micros
-from projections import AgentRun, ApprovalRow, FinishStatus, RunRow
+from projections import AgentRun, FinishStatus, RunRow
 
 KINDS = ("broker", "agent")
 SORTS = ("last_activity", "started", "title", "status", "kind")
@@ -112,13 +112,7 @@ class RunIndex:
         broker: list[RunRow] = runner.read("run_registry", lambda s: list(s.values()))
         finishes: dict[str, FinishStatus] = runner.read("finish_status", dict)
         agents: list[AgentRun] = runner.read("agent_runs", lambda s: list(s.values()))
-        history: list[ApprovalRow] = runner.read("approval_history", lambda s: list(s.values()))
-        actors: dict[str, set[str]] = {}
-        for approval in history:
-            who = actors.setdefault(approval.run_id, set())
-            who.update(approval.votes)
-            if approval.actor:
-                who.add(approval.actor)
+        actors: dict[str, tuple[str, ...]] = runner.read("approval_actors", lambda s: dict(s.actors))
         titles = {r.run_id: r.title for r in agents}
         rows = []
         for r in broker:
@@ -126,13 +120,13 @@ class RunIndex:
             status = f.last_status if f and f.count else (r.last_state or "registered")
             rows.append(
                 _row(r.run_id, "broker", r.run_id, status, r.registered_at, r.last_seen,
-                     f.summary if f else "", sorted(actors.get(r.run_id, ())), r.first_seq)
+                     f.summary if f else "", list(actors.get(r.run_id, ())), r.first_seq)
             )  # fmt: skip
         for a in agents:
             origin = titles.get(a.forked_from, "") if a.forked_from else ""
             fork = f"fork of {origin or a.forked_from[:8]} @{a.fork_seq}" if a.forked_from else ""
             title = a.title or fork
-            names = sorted(actors.get(a.run_id, set()) | {a.controller_id} - {""})
+            names = sorted({*actors.get(a.run_id, ()), a.controller_id} - {""})
             last = self._when(a.updated_seq) or a.started_at
             row = _row(a.run_id, "agent", title or a.run_id, a.status or "starting", a.started_at, last,
                        a.reason, names, a.first_seq)  # fmt: skip
@@ -267,11 +261,7 @@ def run_header(system: System, run_id: str, records: list[Record]) -> dict[str, 
     views = system.views
     agent = views.agent_run(run_id)
     actors = {e["actor"] for e in map(event_json, records) if e["actor"]}
-    for a in views.approval_history():
-        if a.run_id == run_id:
-            actors.update(a.votes)
-            if a.actor:
-                actors.add(a.actor)
+    actors.update(views.approval_actors(run_id))
     forks = [
         {"run_id": r.run_id, "fork_seq": r.fork_seq, "title": r.title}
         for r in views.agent_runs()
