@@ -34,23 +34,40 @@ class KnownVersions:
     """Stream versions as of a head this writer committed, so appends skip SELECT MAX(version).
 
     Valid only while the log's head is still that head: another connection or process that
-    commits moves the head, and the next group starts from an empty cache. Not thread-safe:
-    only the writer, under the connection lock, uses it.
+    commits moves the head, and the next group starts from an empty cache. At most LIMIT
+    streams are remembered: beyond that, the half written least recently is forgotten (their
+    next append reads its version again). Not thread-safe: only the writer, under the
+    connection lock, uses it.
     """
 
-    LIMIT = 10_000  # streams remembered at most; beyond that the cache starts over
+    LIMIT = 2_048  # streams remembered at most (each stream name is kept: ~150 bytes a stream)
 
     def __init__(self) -> None:
-        self.versions: dict[str, int] = {}
+        self.versions: dict[str, int] = {}  # least recently written first
         self.head: tuple[int, str, int] | None = None  # seq, hash, recorded_us this writer committed
         self._written: tuple[int, str, int] | None = None
 
     def at(self, head_seq: int, head_hash: str) -> dict[str, int]:
         """The versions to use for a group starting at this head (empty if the head moved)."""
-        if self.head is None or self.head[:2] != (head_seq, head_hash) or len(self.versions) > self.LIMIT:
+        if self.head is None or self.head[:2] != (head_seq, head_hash):
             self.versions.clear()
+        elif len(self.versions) > self.LIMIT:
+            self._trim()
         self.head = self._written = None
         return self.versions
+
+    def note(self, versions: dict[str, int]) -> None:
+        """Remember `versions` as the streams written last."""
+        known = self.versions
+        for stream, version in versions.items():
+            known.pop(stream, None)
+            known[stream] = version
+        if len(known) > self.LIMIT:
+            self._trim()
+
+    def _trim(self) -> None:
+        for stream in list(itertools.islice(self.versions, len(self.versions) - self.LIMIT // 2)):
+            del self.versions[stream]
 
     def written(self, head_seq: int, head_hash: str, head_us: int) -> None:
         self._written = (head_seq, head_hash, head_us)
@@ -119,7 +136,7 @@ def write_fast(
     except sqlite3.IntegrityError:
         known.forget()  # someone else moved the head, or a retry: the transaction sorts it out
         return False
-    known.versions.update(versions)
+    known.note(versions)
     known.head = (seq, prev, now_us)
     for req, rows in chained:
         req.result = rows_to_records(rows)

@@ -83,7 +83,7 @@ class FinishStatus:
         }
 
 
-RECENT_PERMISSIONS = 128  # latest permission requests a run's state and registry row remember
+RECENT_PERMISSIONS = 32  # latest permission requests a run's state and registry row remember
 
 _row = positional(RunRow)
 _finish = positional(FinishStatus)
@@ -93,7 +93,8 @@ class RunRegistryView:
     """Registered runs: last seen, queue depth, report/finish/reply counts, pending permissions."""
 
     name = "run_registry"
-    version = 3  # 2: rows hold the distinct permission request ids; 3: a count and a window of them
+    version = 4  # 2: rows hold the distinct permission request ids; 3: a count and a window of them;
+    # 4: a window of 32 (RECENT_PERMISSIONS), not 128
     row_key = "run_id"  # the one row each record may change
     types = RUN_TYPES
 

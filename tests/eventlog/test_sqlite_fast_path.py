@@ -106,3 +106,23 @@ def test_a_new_stream_expected_at_version_0_is_one_statement(tmp_path):
         assert seen == ["INSERT"]
         assert (record.seq, record.version) == (2, 1)
         assert log.verify().ok
+
+
+def test_the_version_cache_is_bounded_and_keeps_the_streams_written_last(tmp_path, monkeypatch):
+    from eventlog._sqlite_write import KnownVersions
+
+    monkeypatch.setattr(KnownVersions, "LIMIT", 8)
+    with open_log(str(tmp_path / "log.db")) as log:
+        log.append("run-hot", [NewEvent("Started")], expect=NO_STREAM)
+        for i in range(40):  # a stream a time, as approvals come; the hot run is written between
+            log.append(f"approval-{i}", [NewEvent("Asked")], expect=NO_STREAM)
+            log.append("run-hot", [NewEvent("Noted", {"i": i})], expect=i + 1)
+            assert len(log._known.versions) <= 8
+        assert "run-hot" in log._known.versions and "approval-0" not in log._known.versions
+        seen = statements(log)
+        log.append("run-hot", [NewEvent("Noted")], expect=41)
+        assert seen == ["INSERT"]  # still known: one statement
+        seen.clear()
+        log.append("approval-0", [NewEvent("Decided")], expect=1)  # forgotten: read in a transaction
+        assert seen[0] != "INSERT" and "INSERT" in seen
+        assert log.verify().ok
