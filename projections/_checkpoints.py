@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,15 +29,29 @@ class Checkpoints:
     holds a copy of each state (a dict copy shares its frozen rows); the ones between hold
     only the rows that changed since the checkpoint before, found by identity (a changed
     row is a new object) against a shadow of that checkpoint. Restoring one copies the full
-    checkpoint before it and applies the deltas up to it. When the rows held exceed
-    `budget`, the grid doubles and the checkpoints off it are merged into their successors,
-    so memory stays bounded however long the log grows. Not thread-safe: the runner guards
-    it with its lock.
+    checkpoint before it and applies the deltas up to it. Checkpoints more than `recent` seqs
+    behind the newest are kept only on a coarser grid of `coarse` seqs: the ones off it are
+    merged into their successors, so a long log costs one merged delta per `coarse` seqs of its
+    past (the rows that changed in them) rather than one per `every`, and time travel into the
+    past folds at most `coarse` records. When the rows held still exceed `budget`, the grid
+    doubles and the checkpoints off it are merged likewise, so memory stays bounded however
+    long the log grows. Not thread-safe: the runner guards it with its lock.
     """
 
-    def __init__(self, every: int, budget: int, full_every: int = 32, rows_per_event: float = 4.0) -> None:
+    def __init__(
+        self,
+        every: int,
+        budget: int,
+        full_every: int = 32,
+        rows_per_event: float = 4.0,
+        *,
+        recent: int = 0,
+        coarse: int = 0,
+    ) -> None:
         self.every = every
         self.budget = budget
+        self.recent = recent  # 0: every checkpoint stays on the fine grid
+        self.coarse = coarse
         self.full_every = full_every
         self.rows_per_event = rows_per_event
         self._scan = 0  # rows the next checkpoint will compare: the size of the states last seen
@@ -46,6 +61,7 @@ class Checkpoints:
         self._names: set[str] = set()
         self._since_full = 0
         self._size = 0
+        self._first_off_grid = 0  # entries before this one are all on the coarse grid already
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -112,6 +128,8 @@ class Checkpoints:
         self._seqs.append(seq)
         self._size += entry.size
         self._scan = sum(len(state) for name, state in states.items() if name not in touched)
+        if self.recent > 0 and self.coarse > 0:
+            self._coarsen(seq - self.recent)
         while self._size > self.budget and len(self._entries) > 2:
             self._thin()
 
@@ -130,9 +148,23 @@ class Checkpoints:
                 state.pop(key, None)
         return self._seqs[i], state
 
+    def _coarsen(self, before: int) -> None:
+        """Merge each checkpoint older than `before` that is off the coarse grid into the next one."""
+        grid = max(self.coarse, self.every)
+        first = self._first_off_grid
+        if first >= len(self._entries) or self._entries[first].seq >= before:
+            return  # nothing new has aged past `before`: most calls end here
+        self._merge_off(lambda entry: entry.seq < before and entry.seq % grid != 0)
+        self._first_off_grid = bisect.bisect_left(self._seqs, before)
+
     def _thin(self) -> None:
         """Double the interval: merge each checkpoint off the new grid into the next one."""
         self.every *= 2
+        self._merge_off(lambda entry: entry.seq % self.every != 0)
+        self._first_off_grid = 0
+
+    def _merge_off(self, off: Callable[[_Entry], bool]) -> None:
+        """Merge every checkpoint but the newest for which `off` holds into its successor."""
         kept: list[_Entry] = []
         carry: _Entry | None = None
         last = len(self._entries) - 1
@@ -140,7 +172,7 @@ class Checkpoints:
             if carry is not None:
                 entry = _merge(carry, entry)
                 carry = None
-            if entry.seq % self.every != 0 and i != last:
+            if i != last and off(entry):
                 carry = entry
                 continue
             kept.append(entry)

@@ -29,6 +29,11 @@ FOLD_BYTES_PER_EVENT = 150  # folding one record costs about as much as loading 
 SNAPSHOT_BYTES_PER_EVENT = 4
 CHECKPOINT_EVERY = 2_500  # seqs between in-memory checkpoints of the dict-of-rows views
 CHECKPOINT_BUDGET = 2_000_000  # rows all in-memory checkpoints may hold together (deltas count)
+# Checkpoints older than this many seqs behind the newest are kept one per CHECKPOINT_COARSE
+# seqs (the rest merged into them): a server's checkpoints grow by the rows that changed in each
+# 10,000 seqs of its past, not in each 2,500; time travel there folds at most 10,000 records.
+CHECKPOINT_RECENT = 100_000
+CHECKPOINT_COARSE = 10_000
 
 
 class ViewRunner:
@@ -94,7 +99,9 @@ class ViewRunner:
         self._states: dict[str, Any] = {v.name: v.initial() for v in views}
         self._checkpoint = 0
         self._started = False
-        self._memory = Checkpoints(checkpoint_every, checkpoint_budget)
+        self._memory = Checkpoints(
+            checkpoint_every, checkpoint_budget, recent=CHECKPOINT_RECENT, coarse=CHECKPOINT_COARSE
+        )
         self._lock = threading.RLock()
         self._listeners: list[Callable[[Record], object]] = []
 

@@ -182,3 +182,34 @@ def test_time_travel_never_appends(db, open_db):
         views.digests(at=seq)
         views.timeline_at_each_event(views.agent_runs(at=1200)[0].run_id)
     assert log.head() == head
+
+
+def test_old_checkpoints_are_kept_on_a_coarser_grid_and_still_restore_exactly():
+    rng = random.Random(9)
+    checkpoints = Checkpoints(every=10, budget=10**9, full_every=4, rows_per_event=0, recent=200, coarse=50)
+    live: dict[str, dict[int, object]] = {"a": {}}
+    truth = {}
+    for seq in range(1, 1001):
+        for _ in range(rng.randint(0, 3)):
+            key = rng.randrange(40)
+            if rng.random() < 0.2:
+                live["a"].pop(key, None)
+            else:
+                live["a"][key] = object()
+        if checkpoints.due(seq):
+            checkpoints.add(seq, live)
+        truth[seq] = dict(live["a"])
+    seqs = checkpoints._seqs
+    assert [s for s in seqs if s <= 800] == list(range(50, 801, 50))  # the past: one per 50 seqs
+    assert [s for s in seqs if s > 800] == list(range(810, 1001, 10))  # the last 200: every 10
+    assert checkpoints.every == 10  # no thinning: the coarse grid alone bounds the past
+    for seq in range(1, 1001):
+        found = checkpoints.restore(seq, "a")
+        if seq < 50:
+            assert found is None
+            continue
+        assert found is not None
+        at, state = found
+        assert at <= seq
+        assert seq - at < (50 if seq <= 800 else 10)
+        assert state == truth[at]
