@@ -10,6 +10,8 @@ from eventlog import NewEvent, encode, events, open_log
 from eventlog._record import APPROVAL_TYPES
 from eventlog.events import ApprovalDecided, ApprovalPublished, ApprovalRequested, RunReported
 
+from .test_run_index import index_names
+
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -106,9 +108,4 @@ def test_an_old_log_gets_the_indexes_when_opened_for_writing_and_reads_without_t
     finally:
         reader.close()
     open_log(path).close()
-    conn = sqlite3.connect(path)
-    try:
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    finally:
-        conn.close()
-    assert {"events_approval_seqs", "events_approval_ids"} <= names
+    assert {"events_approval_seqs", "events_approval_ids"} <= index_names(path)

@@ -68,12 +68,16 @@ def test_an_old_log_gets_the_index_when_opened_for_writing_and_reads_without_it(
     finally:
         reader.close()
     open_log(path).close()
+    assert "events_run_starts" in index_names(path)
+
+
+def index_names(path) -> set[str]:
+    """The names of the indexes in the SQLite file at `path`."""
     conn = sqlite3.connect(path)
     try:
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     finally:
         conn.close()
-    assert "events_run_starts" in names
 
 
 class Counting:

@@ -53,18 +53,23 @@ def test_checkpoints_are_kept_as_deltas_and_restore_exactly(db, open_db):
         assert views.runner.fold_until(seq, list(GLOBAL_VIEWS)) == states
 
 
+def churn(rng: random.Random, rows: dict[int, object], keys: int) -> None:
+    """Up to three changes to `rows`: a new row object under a random key, or a key removed."""
+    for _ in range(rng.randint(0, 3)):
+        key = rng.randrange(keys)
+        if rng.random() < 0.2:
+            rows.pop(key, None)
+        else:
+            rows[key] = object()
+
+
 def test_checkpoints_merge_when_thinned():
     rng = random.Random(5)
     checkpoints = Checkpoints(every=1, budget=60, full_every=3, rows_per_event=0)
     live: dict[str, dict[int, object]] = {"a": {}}
     truth = {}
     for seq in range(1, 200):
-        for _ in range(rng.randint(0, 3)):
-            key = rng.randrange(30)
-            if rng.random() < 0.2:
-                live["a"].pop(key, None)
-            else:
-                live["a"][key] = object()
+        churn(rng, live["a"], 30)
         if checkpoints.due(seq):
             checkpoints.add(seq, live)
         truth[seq] = dict(live["a"])
@@ -190,12 +195,7 @@ def test_old_checkpoints_are_kept_on_a_coarser_grid_and_still_restore_exactly():
     live: dict[str, dict[int, object]] = {"a": {}}
     truth = {}
     for seq in range(1, 1001):
-        for _ in range(rng.randint(0, 3)):
-            key = rng.randrange(40)
-            if rng.random() < 0.2:
-                live["a"].pop(key, None)
-            else:
-                live["a"][key] = object()
+        churn(rng, live["a"], 40)
         if checkpoints.due(seq):
             checkpoints.add(seq, live)
         truth[seq] = dict(live["a"])

@@ -1,0 +1,80 @@
+"""PostgreSQL's indexes for reads that must not scan the log: run starts and approvals' records,
+and a read-only open of a log made before them, which reads without them."""
+
+from __future__ import annotations
+
+import pytest
+
+from eventlog import NewEvent
+
+from .test_postgres import open_pg, opened, schema, url  # noqa: F401 - fixtures
+
+psycopg = pytest.importorskip("psycopg")
+
+pytestmark = pytest.mark.postgres
+
+
+def test_run_starts_come_from_an_index_and_a_read_only_open_reads_without_it(open_pg, url):  # noqa: F811 - fixtures
+    from datetime import UTC, datetime
+
+    from eventlog import encode
+    from eventlog._postgres import RUN_STARTS_QUERY
+    from eventlog.events import AgentRunStarted
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    log = open_pg()
+    log.append(
+        "controller-c1", [encode(AgentRunStarted(f"r{i}", "c1", "s1", "t", "p", at)) for i in range(50)]
+    )
+    with log._readers.connection() as conn:
+        conn.execute("SET enable_seqscan = off")
+        plan = conn.execute(f"EXPLAIN {RUN_STARTS_QUERY}", ("r7",)).fetchall()
+        conn.execute("RESET enable_seqscan")
+    assert "events_run_starts" in str(plan), plan
+    assert [r.data["run_id"] for r in log.run_starts("r7")] == ["r7"]
+    with log._readers.connection() as conn:  # as a log made before the index was
+        conn.execute("DROP INDEX events_run_starts")
+        conn.execute("DROP FUNCTION flightlog_run_id(bytea)")
+        conn.execute("DELETE FROM schema_migrations WHERE name = '0002_run_starts_index'")
+    reader = open_pg(readonly=True)
+    assert [r.seq for r in reader.run_starts("r7")] == [8]
+    open_pg().close()  # a writable open adds the index
+    assert [r.seq for r in open_pg(readonly=True).run_starts("r7")] == [8]
+
+
+def test_approval_reads_come_from_indexes_and_a_read_only_open_reads_without_them(open_pg, url):  # noqa: F811 - fixtures
+    from datetime import UTC, datetime, timedelta
+
+    from eventlog import encode
+    from eventlog._postgres import APPROVAL_RECORDS_QUERY
+    from eventlog._record import APPROVAL_FILTER, APPROVAL_TYPES
+    from eventlog.events import ApprovalRequested
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    log = open_pg()
+    for i in range(50):
+        ask = ApprovalRequested(
+            f"a{i}", "r1", "t", "permission", "ls", "ls", "low", "0" * 64, False, 1, at, at + timedelta(1)
+        )
+        log.append(f"approval-a{i}", [encode(ask)])
+        log.append("run-r1", [NewEvent("RunNoted", {"i": i})])
+    with log._readers.connection() as conn:
+        conn.execute("SET enable_seqscan = off")
+        one = conn.execute(f"EXPLAIN {APPROVAL_RECORDS_QUERY}", ("a7", 1000)).fetchall()
+        history = f"SELECT seq FROM events WHERE seq > %s AND seq <= %s AND {APPROVAL_FILTER} ORDER BY seq"
+        whole = conn.execute(f"EXPLAIN {history}", (0, 1000)).fetchall()
+        conn.execute("RESET enable_seqscan")
+    assert "events_approval_ids" in str(one), one
+    assert "events_approval_seqs" in str(whole), whole
+    assert [r.seq for r in log.approval_records("a7")] == [15]
+    assert [r.seq for r in log.read_all(types=APPROVAL_TYPES)][:3] == [1, 3, 5]
+    with log._readers.connection() as conn:  # as a log made before the indexes were
+        conn.execute("DROP INDEX events_approval_seqs")
+        conn.execute("DROP INDEX events_approval_ids")
+        conn.execute("DROP FUNCTION flightlog_approval_id(bytea)")
+        conn.execute("DELETE FROM schema_migrations WHERE name = '0003_approval_indexes'")
+    reader = open_pg(readonly=True)
+    assert [r.seq for r in reader.approval_records("a7")] == [15]
+    assert len(list(reader.read_all(types=APPROVAL_TYPES))) == 50
+    open_pg().close()  # a writable open adds them
+    assert [r.seq for r in open_pg(readonly=True).approval_records("a7")] == [15]
