@@ -117,7 +117,7 @@ class Checkpoints:
                     changed, removed = _delta(self._shadow[name], state)
                 else:
                     changed = {key: state[key] for key in keys if key in state}
-                    removed = [key for key in keys if key not in state]
+                    removed = [key for key in keys if key not in state and self._held(name, key)]
                 entry.rows[name] = changed
                 if removed:
                     entry.removed[name] = removed
@@ -132,6 +132,21 @@ class Checkpoints:
             self._coarsen(seq - self.recent)
         while self._size > self.budget and len(self._entries) > 2:
             self._thin()
+
+    def _held(self, name: str, key: Any) -> bool:
+        """Whether the newest checkpoint's state of view `name` holds `key`.
+
+        Read off the entries back to the newest full one: the first to name the key decides.
+        A key touched since then but gone again (a row that came and went between two
+        checkpoints, or one of another view keyed by the same field) is then no removal to
+        keep: without this, every such key would be kept for as long as the log's past is.
+        """
+        for entry in reversed(self._entries):
+            if key in entry.rows.get(name, ()):
+                return True
+            if entry.full or key in entry.removed.get(name, ()):
+                return False
+        return False
 
     def restore(self, seq: int, name: str) -> tuple[int, dict[Any, Any]] | None:
         """A fresh copy of view `name` at the newest checkpoint at or below `seq`: `(seq, state)`."""

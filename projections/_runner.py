@@ -32,7 +32,9 @@ CHECKPOINT_BUDGET = 2_000_000  # rows all in-memory checkpoints may hold togethe
 # Checkpoints older than this many seqs behind the newest are kept one per CHECKPOINT_COARSE
 # seqs (the rest merged into them): a server's checkpoints grow by the rows that changed in each
 # 10,000 seqs of its past, not in each 2,500; time travel there folds at most 10,000 records.
-CHECKPOINT_RECENT = 100_000
+# (With 100,000 here, the 40 fine checkpoints of the recent past held ~1.8 MB of a 40-run
+# server's rows; `flightlog bench soak` saw them fill over its first 100,000 events.)
+CHECKPOINT_RECENT = 20_000
 CHECKPOINT_COARSE = 10_000
 
 

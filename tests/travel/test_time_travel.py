@@ -213,3 +213,37 @@ def test_old_checkpoints_are_kept_on_a_coarser_grid_and_still_restore_exactly():
         assert at <= seq
         assert seq - at < (50 if seq <= 800 else 10)
         assert state == truth[at]
+
+
+def test_a_checkpoint_forgets_only_keys_the_one_before_it_held():
+    # Rows named by the keys their records touch (the runner's `touched` sets): a row that
+    # came and went between two checkpoints, or a key touched for a view that never had it
+    # (views keyed by the same field share one set), is not a removal to remember.
+    rng = random.Random(11)
+    checkpoints = Checkpoints(every=10, budget=10**9, full_every=8, rows_per_event=0, recent=100, coarse=50)
+    live: dict[str, dict[int, object]] = {"open": {}, "never": {}}
+    touched: dict[str, set[int]] = {"open": set(), "never": set()}
+    truth = {}
+    for seq in range(1, 1001):
+        key = rng.randrange(10_000)
+        touched["open"].add(key)
+        touched["never"].add(key)
+        live["open"][key] = object()
+        if rng.random() < 0.9:  # most rows close again soon, many before the next checkpoint
+            gone = rng.choice(list(live["open"]))
+            touched["open"].add(gone)
+            del live["open"][gone]
+        if checkpoints.due(seq):
+            checkpoints.add(seq, live, touched)
+        truth[seq] = {name: dict(rows) for name, rows in live.items()}
+    held = {name: [entry.removed.get(name, []) for entry in checkpoints._entries] for name in live}
+    assert not any(held["never"])
+    for entry, before in zip(checkpoints._entries[1:], checkpoints._entries, strict=False):
+        if not entry.full and entry.seq - before.seq == 10:  # two neighbours on the fine grid
+            state = checkpoints.restore(before.seq, "open")
+            assert state is not None
+            assert set(entry.removed.get("open", [])) <= set(state[1])
+    for seq in checkpoints._seqs:
+        found = checkpoints.restore(seq, "open")
+        assert found is not None
+        assert found[1] == truth[seq]["open"]
