@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import logging
 import os
@@ -26,6 +27,12 @@ MIN_TOKEN_LENGTH = 16
 MAX_TOKEN_LENGTH = 512
 EXIT_TAMPERED = 3  # serve refused a log whose chain does not verify (see --allow-tampered)
 PROGRESS_FROM = 50_000  # logs shorter than this verify too fast to need a progress bar
+# glibc's malloc arenas a server may use. By default a process with many threads gets up to
+# 8 per core, each holding its own freed memory: in `flightlog bench soak` (200,000 events,
+# 40 runs, ~50 threads) two arenas ended 3.9 MiB lower (67.8 against 71.7 MiB RSS) and grew
+# 0.17 MiB per 10k events instead of 0.19. The threads take turns at the GIL anyway.
+MALLOC_ARENAS = 2
+_M_ARENA_MAX = -8  # mallopt's parameter number for it (glibc's malloc.h)
 
 
 def register(cli: click.Group) -> None:
@@ -62,6 +69,20 @@ def _serve(app: Any, sock: socket.socket, access_log: bool, log_level: str, read
     logging.getLogger("uvicorn.access").addFilter(_QueryFreeAccessLog())
     _log_storage_incidents()
     Server(config).run(sockets=[sock])
+
+
+def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
+    """Have glibc's malloc use at most `arenas` arenas from now on; False where there is no glibc.
+
+    Call it before the server starts its threads: arenas made already stay.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # musl, macOS, Windows: another allocator
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_ARENA_MAX, arenas))
 
 
 def _log_storage_incidents() -> None:
@@ -230,6 +251,7 @@ def serve_cmd(
     """
     from ..http import PortInUseError, create_app, listen
 
+    limit_malloc_arenas()
     digest = _operator_token_digest()
     try:
         sock = listen(host, port)
