@@ -33,9 +33,12 @@ class Checkpoints:
     behind the newest are kept only on a coarser grid of `coarse` seqs: the ones off it are
     merged into their successors, so a long log costs one merged delta per `coarse` seqs of its
     past (the rows that changed in them) rather than one per `every`, and time travel into the
-    past folds at most `coarse` records. When the rows held still exceed `budget`, the grid
-    doubles and the checkpoints off it are merged likewise, so memory stays bounded however
-    long the log grows. Not thread-safe: the runner guards it with its lock.
+    past folds at most `coarse` records. Checkpoints more than `horizon` seqs behind the newest
+    are dropped (the oldest one kept is made full): time travel further back starts from a
+    stored snapshot, so a server's checkpoints are bounded by the rows changed over its
+    horizon, not by the length of its log. When the rows held still exceed `budget`, the
+    grid doubles and the checkpoints off it are merged likewise. Not thread-safe: the runner
+    guards it with its lock.
     """
 
     def __init__(
@@ -47,11 +50,13 @@ class Checkpoints:
         *,
         recent: int = 0,
         coarse: int = 0,
+        horizon: int = 0,
     ) -> None:
         self.every = every
         self.budget = budget
         self.recent = recent  # 0: every checkpoint stays on the fine grid
         self.coarse = coarse
+        self.horizon = horizon  # 0: checkpoints are kept however old
         self.full_every = full_every
         self.rows_per_event = rows_per_event
         self._scan = 0  # rows the next checkpoint will compare: the size of the states last seen
@@ -130,6 +135,8 @@ class Checkpoints:
         self._scan = sum(len(state) for name, state in states.items() if name not in touched)
         if self.recent > 0 and self.coarse > 0:
             self._coarsen(seq - self.recent)
+        if self.horizon > 0 and seq - self._seqs[0] > self.horizon:
+            self._drop_before(seq - self.horizon)
         while self._size > self.budget and len(self._entries) > 2:
             self._thin()
 
@@ -171,6 +178,25 @@ class Checkpoints:
             return  # nothing new has aged past `before`: most calls end here
         self._merge_off(lambda entry: entry.seq < before and entry.seq % grid != 0)
         self._first_off_grid = bisect.bisect_left(self._seqs, before)
+
+    def _drop_before(self, oldest: int) -> None:
+        """Drop the checkpoints before seq `oldest`; the first one kept becomes full."""
+        i = bisect.bisect_left(self._seqs, oldest)
+        if i <= 0 or i >= len(self._entries):
+            return
+        first = self._entries[i]
+        if not first.full:
+            rows = {}
+            for name in first.rows:
+                restored = self.restore(first.seq, name)
+                rows[name] = restored[1] if restored is not None else {}
+            self._entries[i] = first = _Entry(first.seq, True, rows)
+        self._entries = self._entries[i:]
+        self._seqs = self._seqs[i:]
+        self._size = sum(e.size for e in self._entries)
+        self._first_off_grid = max(0, self._first_off_grid - i)
+        fulls = [k for k, e in enumerate(self._entries) if e.full]
+        self._since_full = len(self._entries) - 1 - fulls[-1]
 
     def _thin(self) -> None:
         """Double the interval: merge each checkpoint off the new grid into the next one."""

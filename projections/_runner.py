@@ -36,6 +36,10 @@ CHECKPOINT_BUDGET = 2_000_000  # rows all in-memory checkpoints may hold togethe
 # server's rows; `flightlog bench soak` saw them fill over its first 100,000 events.)
 CHECKPOINT_RECENT = 20_000
 CHECKPOINT_COARSE = 10_000
+# Checkpoints further back than this are dropped: travel there starts from the nearest stored
+# snapshot (one per SNAPSHOT_EVERY seqs) instead. A hundred coarse checkpoints at most, so a
+# server's checkpoints stop growing with its log (a 40-run server's hold ~45 KB per 10,000 seqs).
+CHECKPOINT_HORIZON = 1_000_000
 
 
 class ViewRunner:
@@ -102,7 +106,11 @@ class ViewRunner:
         self._checkpoint = 0
         self._started = False
         self._memory = Checkpoints(
-            checkpoint_every, checkpoint_budget, recent=CHECKPOINT_RECENT, coarse=CHECKPOINT_COARSE
+            checkpoint_every,
+            checkpoint_budget,
+            recent=CHECKPOINT_RECENT,
+            coarse=CHECKPOINT_COARSE,
+            horizon=CHECKPOINT_HORIZON,
         )
         self._lock = threading.RLock()
         self._listeners: list[Callable[[Record], object]] = []

@@ -247,3 +247,40 @@ def test_a_checkpoint_forgets_only_keys_the_one_before_it_held():
         found = checkpoints.restore(seq, "open")
         assert found is not None
         assert found[1] == truth[seq]["open"]
+
+
+def test_checkpoints_beyond_the_horizon_are_dropped_and_the_rest_still_restore_exactly():
+    rng = random.Random(13)
+    checkpoints = Checkpoints(
+        every=10, budget=10**9, full_every=4, rows_per_event=0, recent=100, coarse=50, horizon=400
+    )
+    live: dict[str, dict[int, object]] = {"a": {}}
+    truth = {}
+    for seq in range(1, 2001):
+        churn(rng, live["a"], 40)
+        if checkpoints.due(seq):
+            checkpoints.add(seq, live)
+        truth[seq] = dict(live["a"])
+    seqs = checkpoints._seqs
+    assert seqs[0] >= 2000 - 400 - 50  # nothing older than the horizon (and its grid) is kept
+    assert [s for s in seqs if s <= 1900] == list(range(seqs[0], 1901, 50))
+    assert checkpoints.restore(seqs[0] - 1, "a") is None  # before the horizon: the caller folds
+    for seq in range(seqs[0], 2001):
+        found = checkpoints.restore(seq, "a")
+        assert found is not None
+        assert found[1] == truth[found[0]]
+
+
+def test_travel_beyond_the_checkpoints_horizon_starts_from_a_stored_snapshot(db, open_db, monkeypatch):
+    monkeypatch.setattr("projections._runner.CHECKPOINT_RECENT", 100)
+    monkeypatch.setattr("projections._runner.CHECKPOINT_COARSE", 200)
+    monkeypatch.setattr("projections._runner.CHECKPOINT_HORIZON", 400)
+    log = open_db()
+    views = Views(log, snapshot_every=250, checkpoint_every=50)
+    views.catch_up()
+    kept = views.runner.checkpoints._seqs
+    assert kept[0] >= log.head().seq - 400 - 200  # the older ones were dropped
+    for seq in SEQS:
+        expected = dumps_from_zero(log, seq)
+        for name in views.names:
+            assert canonical(views.dump(name, at=seq)) == expected[name], (name, seq)
