@@ -27,6 +27,8 @@ def test_a_small_soak_reports_every_figure_and_target(tmp_path):
     assert figures["polls.answered"] == 20  # every poll was answered (how fast is the bench's to say)
     assert set(out["targets"]) == {"slope", "rss", "polls", "strangers"}
     assert all(isinstance(t["pass"], bool) for t in out["targets"].values())
+    for name in ("slope", "rss"):  # both targets are stated for 200,000 events: a short run says so
+        assert "the target is for 200,000" in out["targets"][name]["label"]
     assert list(tmp_path.iterdir()) == []  # the temporary database is gone
 
 

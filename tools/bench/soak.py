@@ -40,6 +40,9 @@ SLOPE_TARGET = 0.2  # MiB of RSS per 10k events after the warm-up, at most
 RSS_TARGET = 150.0  # MiB of RSS after the full run's events, at most
 RSS_TARGET_EVENTS = 200_000  # ... the run the RSS target is stated for
 MIB = 1024 * 1024
+# A shorter soak is still filling what a server holds for a while (actors and run states for
+# their idle period, the time-travel checkpoints of the last 20,000 seqs): its slope is mostly that.
+SHORT_SLOPE = f"; the target is for {RSS_TARGET_EVENTS:,} events, a short run fits the warm-up's fills"
 
 
 @dataclass(frozen=True)
@@ -315,7 +318,8 @@ def _targets(figures: dict[str, Any], sizes: Sizes, poll_timeout: float) -> dict
     within = figures["polls.within_deadline"]
     return {
         "slope": {
-            "label": f"RSS slope after warm-up (MiB per 10k events), the fixed {sizes.runs} runs",
+            "label": f"RSS slope after warm-up (MiB per 10k events), the fixed {sizes.runs} runs"
+            + ("" if events >= RSS_TARGET_EVENTS else SHORT_SLOPE),
             "value": round(slope, 3),
             "target": SLOPE_TARGET,
             "at_most": True,
