@@ -189,16 +189,21 @@ def test_time_travel_never_appends(db, open_db):
     assert log.head() == head
 
 
-def test_old_checkpoints_are_kept_on_a_coarser_grid_and_still_restore_exactly():
-    rng = random.Random(9)
-    checkpoints = Checkpoints(every=10, budget=10**9, full_every=4, rows_per_event=0, recent=200, coarse=50)
+def drive(checkpoints: Checkpoints, rng: random.Random, seqs: int) -> dict[int, dict[int, object]]:
+    """Churn one view of 40 keys for `seqs` seqs, taking the checkpoints due; its state at each seq."""
     live: dict[str, dict[int, object]] = {"a": {}}
     truth = {}
-    for seq in range(1, 1001):
+    for seq in range(1, seqs + 1):
         churn(rng, live["a"], 40)
         if checkpoints.due(seq):
             checkpoints.add(seq, live)
         truth[seq] = dict(live["a"])
+    return truth
+
+
+def test_old_checkpoints_are_kept_on_a_coarser_grid_and_still_restore_exactly():
+    checkpoints = Checkpoints(every=10, budget=10**9, full_every=4, rows_per_event=0, recent=200, coarse=50)
+    truth = drive(checkpoints, random.Random(9), 1000)
     seqs = checkpoints._seqs
     assert [s for s in seqs if s <= 800] == list(range(50, 801, 50))  # the past: one per 50 seqs
     assert [s for s in seqs if s > 800] == list(range(810, 1001, 10))  # the last 200: every 10
@@ -250,17 +255,10 @@ def test_a_checkpoint_forgets_only_keys_the_one_before_it_held():
 
 
 def test_checkpoints_beyond_the_horizon_are_dropped_and_the_rest_still_restore_exactly():
-    rng = random.Random(13)
     checkpoints = Checkpoints(
         every=10, budget=10**9, full_every=4, rows_per_event=0, recent=100, coarse=50, horizon=400
     )
-    live: dict[str, dict[int, object]] = {"a": {}}
-    truth = {}
-    for seq in range(1, 2001):
-        churn(rng, live["a"], 40)
-        if checkpoints.due(seq):
-            checkpoints.add(seq, live)
-        truth[seq] = dict(live["a"])
+    truth = drive(checkpoints, random.Random(13), 2000)
     seqs = checkpoints._seqs
     assert seqs[0] >= 2000 - 400 - 50  # nothing older than the horizon (and its grid) is kept
     assert [s for s in seqs if s <= 1900] == list(range(seqs[0], 1901, 50))
