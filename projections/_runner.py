@@ -29,16 +29,12 @@ FOLD_BYTES_PER_EVENT = 150  # folding one record costs about as much as loading 
 SNAPSHOT_BYTES_PER_EVENT = 4
 CHECKPOINT_EVERY = 2_500  # seqs between in-memory checkpoints of the dict-of-rows views
 CHECKPOINT_BUDGET = 2_000_000  # rows all in-memory checkpoints may hold together (deltas count)
-# Checkpoints older than this many seqs behind the newest are kept one per CHECKPOINT_COARSE
-# seqs (the rest merged into them): a server's checkpoints grow by the rows that changed in each
-# 10,000 seqs of its past, not in each 2,500; time travel there folds at most 10,000 records.
-# (With 100,000 here, the 40 fine checkpoints of the recent past held ~1.8 MB of a 40-run
-# server's rows; `flightlog bench soak` saw them fill over its first 100,000 events.)
+# Checkpoints more than CHECKPOINT_RECENT seqs behind the newest are kept one per
+# CHECKPOINT_COARSE seqs (travel there folds at most that many records); none is kept beyond
+# CHECKPOINT_HORIZON (travel there starts from the nearest stored snapshot). A 40-run server's
+# checkpoints hold ~45 KB per checkpoint, so they stop growing with its log.
 CHECKPOINT_RECENT = 20_000
 CHECKPOINT_COARSE = 10_000
-# Checkpoints further back than this are dropped: travel there starts from the nearest stored
-# snapshot (one per SNAPSHOT_EVERY seqs) instead. A hundred coarse checkpoints at most, so a
-# server's checkpoints stop growing with its log (a 40-run server's hold ~45 KB per 10,000 seqs).
 CHECKPOINT_HORIZON = 1_000_000
 
 
