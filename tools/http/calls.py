@@ -88,9 +88,15 @@ async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
     if inbox is None:
         inbox = _inboxes[loop] = _Inbox(loop)
     post = inbox.post
+    here = threading.get_ident()
 
     def done() -> None:
-        post(answered)  # from the broker's writer thread, or right here
+        if threading.get_ident() == here:
+            # Answered inside the call, on the loop's thread: awaiting a settled future does
+            # not yield, so the answer does not wait behind every other ready callback.
+            answered.set_result(None)
+        else:
+            post(answered)  # from the broker's writer thread
 
     # As `refusals()` twice, without a context manager per request: this is every hot write.
     try:

@@ -1,0 +1,42 @@
+"""`calls.answer`: a broker call's answer awaited on the event loop, without a thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from actors.broker.writer import Ready
+from tools.http.calls import answer
+
+
+def test_an_answer_known_at_once_does_not_wait_for_a_turn_of_the_loop():
+    # A long poll's take on an empty queue, its leave, a heartbeat on a known state: answered
+    # inside the call. Queued behind every other ready callback instead, a thousand polls
+    # timing out together each waited for the whole queue, twice.
+    async def main() -> list[int]:
+        ran: list[int] = []
+        asyncio.get_running_loop().call_soon(ran.append, 1)
+        assert await answer(lambda done: Ready("now", done)) == "now"
+        return list(ran)  # what ran before the answer came back
+
+    assert asyncio.run(main()) == []
+
+
+def test_an_answer_from_another_thread_wakes_the_loop():
+    class Later:
+        def __init__(self, done) -> None:
+            self.value = None
+            self.thread = threading.Thread(target=self.finish, args=(done,))
+            self.thread.start()
+
+        def finish(self, done) -> None:
+            self.value = "later"
+            done()
+
+        def result(self) -> str | None:
+            return self.value
+
+    async def main() -> str:
+        return await asyncio.wait_for(answer(Later), 10)
+
+    assert asyncio.run(main()) == "later"
