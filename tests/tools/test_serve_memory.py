@@ -1,13 +1,14 @@
-"""`flightlog serve` limits glibc's malloc arenas before it starts its threads."""
+"""`flightlog serve`'s memory settings: glibc's malloc arenas, the collector's view of the heap."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 
 import pytest
 
-from tools.cli.serve import limit_malloc_arenas
+from tools.cli.serve import limit_malloc_arenas, settle_heap
 
 # A child process: optionally limit the arenas, then have threads allocate at once outside
 # the GIL (zlib does), and print glibc's malloc_stats (one "Arena N:" line per arena, stderr).
@@ -63,3 +64,12 @@ def serve_defaults(db: str) -> dict[str, object]:
     values: dict[str, object] = {p.name: p.default for p in serve.serve_cmd.params if p.name}
     values["db"] = db
     return values
+
+
+def test_the_heap_at_start_up_is_out_of_the_collectors_sight():
+    before = gc.get_freeze_count()
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() > before  # everything alive now is frozen
+    finally:
+        gc.unfreeze()
