@@ -40,3 +40,26 @@ def test_an_answer_from_another_thread_wakes_the_loop():
         return await asyncio.wait_for(answer(Later), 10)
 
     assert asyncio.run(main()) == "later"
+
+
+def test_an_answer_that_comes_after_its_waiter_was_cancelled_is_dropped():
+    # A client that went away: its request's task is cancelled while the call is on its way.
+    # The call's done() then still comes, on the loop's thread (a delivery settled there).
+    class Pending:
+        done = None
+
+        def __init__(self, done) -> None:
+            Pending.done = done
+
+        def result(self) -> None:
+            return None
+
+    async def main() -> None:
+        waiter = asyncio.ensure_future(answer(Pending))
+        await asyncio.sleep(0)
+        waiter.cancel()
+        await asyncio.sleep(0)
+        assert waiter.cancelled()
+        Pending.done()  # nobody waits any more: nothing to settle, nothing raised
+
+    asyncio.run(main())

@@ -93,8 +93,10 @@ async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
     def done() -> None:
         if threading.get_ident() == here:
             # Answered inside the call, on the loop's thread: awaiting a settled future does
-            # not yield, so the answer does not wait behind every other ready callback.
-            answered.set_result(None)
+            # not yield, so the answer does not wait behind every other ready callback. (A
+            # waiter cancelled meanwhile, its client gone, has nothing left to settle.)
+            if not answered.done():
+                answered.set_result(None)
         else:
             post(answered)  # from the broker's writer thread
 
