@@ -78,9 +78,9 @@ def settle_heap() -> None:
     garbage collector's sight.
 
     A full collection walks every tracked object: with the server's start-up heap in view,
-    each took 60-120 ms in `bench soak`'s thousand long polls, the event loop stalled
-    meanwhile and polls were answered that much late. Frozen objects are still freed by
-    their reference counts; only cycles among them stay.
+    each took 60-120 ms in `bench soak`'s thousand long polls (35-70 ms without it), the
+    event loop stalled meanwhile and polls were answered that much late. Frozen objects are
+    still freed by their reference counts; only cycles among them stay.
     """
     gc.collect()
     gc.freeze()
