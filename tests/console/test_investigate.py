@@ -207,6 +207,24 @@ def test_fork_from_the_page_opens_the_fork_with_its_provenance(page, server, db)
     page.locator(f"#forks a[href='/ui/runs/{fork_id}']").wait_for()  # provenance on the origin too
 
 
+def test_an_answer_that_arrives_after_logout_is_not_drawn(page, db):
+    # The audit trail was asked for before logout and answers after it: nothing of it may
+    # appear on the login screen.
+    held: list[sync_api.Route] = []
+    page.route("**/api/v1/console/audit*", lambda route: held.append(route))
+    with page.expect_request("**/api/v1/console/audit*"):
+        page.reload()
+    page.click("#logout")
+    page.locator("#login").wait_for()
+    with page.expect_response("**/api/v1/console/audit*"):
+        held.pop().continue_()
+    page.locator("body[data-dropped='1']").wait_for(state="attached")
+    html = page.content()
+    for r in views_of(db).agent_runs():
+        assert r.run_id[:8] not in html
+    assert "Audit trail" not in html
+
+
 def test_logout_leaves_no_run_text_in_the_dom(page, db):
     views = views_of(db)
     run = views.agent_runs()[0]

@@ -2,7 +2,7 @@
 // textContent (never parsed as HTML); state-changing requests carry the CSRF header. Nothing of
 // the dashboard exists in the DOM before login, and logout empties it again.
 
-import { $, api, el, setUnauthorizedHandler } from "./util.js";
+import { $, api, el, endSession, setUnauthorizedHandler } from "./util.js";
 import { navigate, route, startRouter } from "./router.js";
 import * as runs from "./runs.js";
 import * as run from "./run.js";
@@ -14,6 +14,7 @@ let signedIn = false;
 
 function clearDashboard() {
   signedIn = false;
+  endSession();
   if (source) { source.close(); source = null; }
   runs.clear(); run.clear();
   for (const id of ["page-panel", "approvals-panel", "audit-panel"]) $(id).replaceChildren();

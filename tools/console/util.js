@@ -9,15 +9,28 @@ export class ApiError extends Error {
 let onUnauthorized = () => {};
 export function setUnauthorizedHandler(fn) { onUnauthorized = fn; }
 
+// Bumped at logout: an answer to a request sent before it is dropped, so nothing fetched in
+// the session that ended is drawn after it (body[data-dropped] counts them).
+let session = 0;
+export function endSession() { session += 1; }
+
+function dropped() {
+  document.body.dataset.dropped = String(Number(document.body.dataset.dropped || 0) + 1);
+  return new ApiError(401, "signed out", {});
+}
+
 export async function api(path, options = {}) {
+  const mine = session;
   const init = { credentials: "same-origin", headers: { "Accept": "application/json" }, ...options };
   if (init.method && init.method !== "GET") {
     init.headers = { ...init.headers, "Content-Type": "application/json", "X-Flightlog-Request": "1" };
   }
   const response = await fetch(path, init);
+  if (mine !== session) throw dropped();
   showTamper(response.headers.get("Flightlog-Tamper"));
   if (response.status === 401) { onUnauthorized(); throw new ApiError(401, "unauthorized", {}); }
   const body = await response.json().catch(() => ({}));
+  if (mine !== session) throw dropped();
   if (!response.ok) throw new ApiError(response.status, body.error || response.statusText, body);
   return body;
 }
