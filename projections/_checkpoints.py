@@ -191,12 +191,8 @@ class Checkpoints:
                 restored = self.restore(first.seq, name)
                 rows[name] = restored[1] if restored is not None else {}
             self._entries[i] = first = _Entry(first.seq, True, rows)
-        self._entries = self._entries[i:]
-        self._seqs = self._seqs[i:]
-        self._size = sum(e.size for e in self._entries)
+        self._keep(self._entries[i:])
         self._first_off_grid = max(0, self._first_off_grid - i)
-        fulls = [k for k, e in enumerate(self._entries) if e.full]
-        self._since_full = len(self._entries) - 1 - fulls[-1]
 
     def _thin(self) -> None:
         """Double the interval: merge each checkpoint off the new grid into the next one."""
@@ -217,11 +213,15 @@ class Checkpoints:
                 carry = entry
                 continue
             kept.append(entry)
-        self._entries = kept
-        self._seqs = [e.seq for e in kept]
-        self._size = sum(e.size for e in kept)
-        fulls = [i for i, e in enumerate(kept) if e.full]
-        self._since_full = len(kept) - 1 - fulls[-1]
+        self._keep(kept)
+
+    def _keep(self, entries: list[_Entry]) -> None:
+        """Make `entries` (the first one full) the checkpoints held, and their counts follow."""
+        self._entries = entries
+        self._seqs = [e.seq for e in entries]
+        self._size = sum(e.size for e in entries)
+        fulls = [i for i, e in enumerate(entries) if e.full]
+        self._since_full = len(entries) - 1 - fulls[-1]
 
 
 def _delta(shadow: dict[Any, Any], state: dict[Any, Any]) -> tuple[dict[Any, Any], list[Any]]:
