@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -11,6 +13,7 @@ from tests.conftest import pg_unavailable, pg_url, require_or_skip
 # `bench log` measures flightlog next to the eventsourcing library (the bench extra).
 pytest.importorskip("eventsourcing", reason="eventsourcing is not installed: pip install -e '.[bench]'")
 from tools.bench import log as _bench_log
+from tools.bench import log_ceilings, log_workloads
 from tools.cli import cli
 
 
@@ -40,6 +43,7 @@ def test_quick_json_reports_every_figure_and_ratio(tmp_path):
     # eventsourcing's table and the first row format are written by raw sqlite3 only
     expected -= {"batch100_es_table.flightlog", "batch100_es_table.eventsourcing"}
     expected -= {"batch100_first_row.flightlog", "batch100_first_row.eventsourcing"}
+    expected -= {"threads16_grouped.flightlog", "threads16_grouped.eventsourcing"}
     assert set(report["figures"]) == expected
     for name, rate in report["figures"].items():
         assert isinstance(rate, float), name
@@ -113,3 +117,20 @@ def test_db_takes_only_a_postgresql_url(tmp_path):
     result = CliRunner().invoke(cli, ["bench", "log", "--quick", "--db", str(tmp_path / "x.db")])
     assert result.exit_code == 2
     assert "postgresql://" in result.output
+
+
+def test_the_raw_group_commit_writes_every_threads_rows_once_and_in_order(tmp_path):
+    path = str(tmp_path / "raw.db")
+    written, _seconds = log_ceilings.raw_threads(path, 16 * 40, 30.0)
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT seq, stream, version FROM events ORDER BY seq").fetchall()
+    finally:
+        conn.close()
+    assert written == len(rows) == 16 * 40
+    assert [r[0] for r in rows] == list(range(1, len(rows) + 1))  # one seq each, no gap
+    by_stream: dict[str, list[int]] = {}
+    for _seq, stream, version in rows:
+        by_stream.setdefault(stream, []).append(version)
+    assert len(by_stream) == log_workloads.THREADS
+    assert all(v == list(range(1, 41)) for v in by_stream.values())

@@ -87,7 +87,7 @@ def run(sizes: Sizes, parent: str | None, advance: Advance, pg_url: str | None =
             per = (after - before) / (measured[0] + w.BATCH)  # and the untimed first batch
             written[name] = min(written.get(name, per), per)
 
-    total_phases = sizes.rounds * 18 + 2 + (sizes.rounds * 5 + 1 if pg_url else 0)
+    total_phases = sizes.rounds * 19 + 2 + (sizes.rounds * 5 + 1 if pg_url else 0)
     steps = iter(range(1, total_phases + 1))
 
     def phase(name: str) -> None:
@@ -129,6 +129,9 @@ def run(sizes: Sizes, parent: str | None, advance: Advance, pg_url: str | None =
         phase("16 threads: raw sqlite3, one appender, 16 rows to a transaction")
         with w.fresh_path(parent, "raw.db") as path:
             record("threads16.raw", ceilings.raw_interleaved(path, sizes.threads, s))
+        phase("16 threads: raw sqlite3 on 16 threads, group-committed")
+        with w.fresh_path(parent, "raw.db") as path:
+            record("threads16_grouped.raw", ceilings.raw_threads(path, sizes.threads, s))
 
     with (
         w.fresh_path(parent, "flightlog.db") as log_path,

@@ -14,7 +14,9 @@ the way, so the report can say which targets are beyond raw sqlite3 here:
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
+import threading
 import time
 import uuid
 from typing import Any
@@ -47,6 +49,79 @@ def raw_interleaved(path: str, total: int, seconds: float) -> w.Measured:
         return rows
 
     return w.raw_transactions(conn, w._INSERT, rows_for, total, seconds)
+
+
+class _Caller:
+    """One caller's row in `raw_threads`' queue, and the lock it sleeps on until it is written."""
+
+    __slots__ = ("done", "row", "then", "wake")
+
+    def __init__(self, row: tuple[Any, ...]) -> None:
+        self.row = row
+        self.wake = threading.Lock()
+        self.wake.acquire()
+        self.done = False
+        self.then: threading.Lock | None = None  # the next caller of its group to wake
+
+
+def raw_threads(path: str, total: int, seconds: float) -> w.Measured:
+    """w.THREADS threads append single rows to their own streams through the least group commit
+    Python allows: raw rows, no hash chain, no records back, one transaction per gathered group.
+
+    The first caller to find no writer leads: it waits (at most a millisecond) until every
+    thread has queued, writes the queue in one transaction, then wakes its group's callers one
+    after another, each waking the next (waking them all at once makes them fight for the GIL),
+    and hands the lead to the oldest caller queued since.
+    """
+    conn = w._raw_connect(path)
+    now_us = time.time_ns() // 1000
+    cond = threading.Condition(threading.Lock())
+    queue: list[_Caller] = []
+    state = {"seq": 0, "leading": False}
+
+    def write(me: _Caller) -> None:
+        with cond:
+            cond.wait_for(lambda: len(queue) >= w.THREADS, 0.001)
+            group = queue[:]
+            del queue[:]
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(w._INSERT, [c.row for c in group])
+        conn.execute("COMMIT")
+        with cond:
+            waiting = [c for c in group if c is not me]
+            for c in group:
+                c.done = True
+            for c, after in itertools.pairwise(waiting):
+                c.then = after.wake
+            successor = queue[0].wake if queue else None
+            state["leading"] = successor is not None
+        if waiting:
+            waiting[0].wake.release()
+        if successor is not None:
+            successor.release()
+
+    def work(t: int, n: int) -> None:
+        key = w.new_keys(1)[0]
+        with cond:
+            state["seq"] += 1
+            me = _Caller(w.raw_row(state["seq"], f"bench-t{t}", n + 1, now_us, key))
+            queue.append(me)
+            lead = not state["leading"]
+            state["leading"] = True
+            if len(queue) >= w.THREADS:
+                cond.notify()
+        if not lead:
+            me.wake.acquire()  # written (then wake the next), or the lead is this caller's
+            if me.done:
+                if me.then is not None:
+                    me.then.release()
+                return
+        write(me)
+
+    try:
+        return w.threaded(total, seconds, work)
+    finally:
+        conn.close()
 
 
 def raw_peer_table(path: str, total: int, seconds: float) -> w.Measured:
