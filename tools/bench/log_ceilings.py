@@ -7,6 +7,8 @@ the way, so the report can say which targets are beyond raw sqlite3 here:
 - the 16-thread workload's rows written by one appender, 16 to a transaction: a perfect group
   commit with no threads and no hash chain (each transaction touches one index page per
   stream, which is what a group of 16 streams costs);
+- the same rows group-committed by raw sqlite3 on 16 threads: what CPython's threads reach
+  with the fewest Python steps between them (no hash chain, no records back);
 - batches of 100 into eventsourcing's own table (4 columns, one index), by `executemany`;
 - loading one stream by its index, each data value loaded into the same dataclass;
 - batches of 100 rows of the first row format, for the bytes that format writes.
