@@ -123,7 +123,7 @@ class RunWriter:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._awaited = 0  # while the writer waits: how many pending calls wake it (0: it is busy)
-        self._last = 0  # how many calls the last transaction took
+        self._last = 0  # how many calls the last transaction took (only the writer's thread)
 
     def submit(self, call: HotCall) -> HotCall:
         with self._cond:
@@ -155,13 +155,13 @@ class RunWriter:
                 if not self._pending:
                     return
                 calls, self._pending = self._pending, deque()
-                self._last = len(calls)
             batch: list[HotCall] = []
             later: list[HotCall] = []
             runs: set[str] = set()
             for call in calls:
                 (later if call.run_id in runs else batch).append(call)
                 runs.add(call.run_id)
+            self._last = len(batch)  # a run's later calls are not callers to wait for
             try:
                 again = self._write(batch)
             except Exception as e:  # noqa: BLE001 - a bug: its callers hear it, the writer goes on

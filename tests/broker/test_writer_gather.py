@@ -84,3 +84,24 @@ def test_closing_ends_a_gather_and_writes_what_came(broker: Broker):
     for _ in range(4):
         assert answered.acquire(timeout=WAIT)
     assert held.groups == [["run-r0"], ["run-r1", "run-r2"], ["run-r3"]]
+
+
+def test_a_runs_later_call_is_not_a_caller_to_wait_for(broker: Broker):
+    tokens = {f"r{i}": broker.register(f"r{i}") for i in range(2)}
+    writer = broker._writer
+    held = writer.log = _HeldLog(writer.log)
+    writer.GATHER_SECONDS = 3 * WAIT  # a gather would outlast every wait below
+    answered = threading.Semaphore(0)
+
+    _report(broker, "r0", tokens["r0"], answered)
+    assert held.entered.acquire(timeout=WAIT)
+    _report(broker, "r1", tokens["r1"], answered)
+    _report(broker, "r1", tokens["r1"], answered)  # one transaction holds one call of a run
+    held.go.release()
+    assert held.entered.acquire(timeout=WAIT)  # r1's first call
+    held.go.release()
+    assert held.entered.acquire(timeout=WAIT)  # its second, at once: nobody else was waited for
+    held.go.release()
+    for _ in range(3):
+        assert answered.acquire(timeout=WAIT)
+    assert held.groups == [["run-r0"], ["run-r1"], ["run-r1"]]
