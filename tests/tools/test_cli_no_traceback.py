@@ -38,7 +38,7 @@ def test_ctrl_c_ends_the_demo_and_its_agents_quietly_with_130(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "tools.cli", "demo", "--port", "0"],
         cwd=tmp_path,
-        env=ENV,
+        env={**ENV, "PYTHONFAULTHANDLER": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -52,11 +52,20 @@ def test_ctrl_c_ends_the_demo_and_its_agents_quietly_with_130(tmp_path):
         agents = _children(proc.pid)
         assert len(agents) >= 2, agents  # two broker agents and the controller's agent program
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            # Still running: faulthandler prints where every thread of it waits.
+            os.kill(proc.pid, signal.SIGABRT)
+            out, err = proc.communicate(timeout=30)
+            raise AssertionError(f"the demo did not end on Ctrl-C; its threads:\n{err}") from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        for pipe in (proc.stdout, proc.stderr):  # closed here whatever happened
+            if pipe is not None:
+                pipe.close()
     assert proc.returncode == 130, err
     no_traceback((out, err))
     assert "stopped" in err
