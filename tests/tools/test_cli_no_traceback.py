@@ -43,6 +43,9 @@ def test_ctrl_c_ends_the_demo_and_its_agents_quietly_with_130(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a shell gives a foreground job
+        # SIGINT as a foreground job has it: a test run started in the background inherits it
+        # ignored (a shell without job control ignores it for background jobs).
+        preexec_fn=_default_sigint,
     )
     try:
         assert proc.stdout is not None
@@ -71,6 +74,10 @@ def test_ctrl_c_ends_the_demo_and_its_agents_quietly_with_130(tmp_path):
     assert "stopped" in err
     for pid in agents:  # no agent outlives the demo
         assert not pathlib.Path(f"/proc/{pid}").exists() or _zombie(pid), pid
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _children(pid: int) -> list[int]:
