@@ -3,6 +3,9 @@ a loop with no request under way keeps no timer."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import weakref
 from typing import Any
 
 from tools.http import protocol
@@ -80,3 +83,14 @@ def test_a_long_timeout_is_swept_every_second():
     loop.advance(2.0)
     assert conn.dropped_at is not None
     assert 110.0 <= conn.dropped_at <= 110.0 + protocol.SWEEP_SECONDS
+
+
+def test_a_loop_gone_leaves_no_table_behind():
+    loop = asyncio.new_event_loop()
+    protocol._Deadlines.of(loop)
+    assert loop in protocol._LOOPS
+    gone = weakref.ref(loop)
+    loop.close()
+    del loop
+    gc.collect()
+    assert gone() is None  # its table held it alive when the table held the loop
