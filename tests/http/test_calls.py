@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
 
 from actors.broker.writer import Ready
 from tools.http.calls import answer
@@ -63,3 +65,23 @@ def test_an_answer_that_comes_after_its_waiter_was_cancelled_is_dropped():
         Pending.done()  # nobody waits any more: nothing to settle, nothing raised
 
     asyncio.run(main())
+
+
+def test_a_loop_that_was_answered_from_another_thread_is_not_kept_alive():
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    class Later:
+        def __init__(self, done) -> None:
+            self.thread = threading.Thread(target=done)
+            self.thread.start()
+
+        def result(self) -> str:
+            return "later"
+
+    async def main() -> str:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        return await asyncio.wait_for(answer(Later), 10)
+
+    assert asyncio.run(main()) == "later"
+    gc.collect()
+    assert loops[0]() is None  # its inbox held it alive when the inbox held the loop

@@ -120,7 +120,7 @@ class _Inbox:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self._loop = weakref.ref(loop)  # weakly: the inbox is the loop's entry in _inboxes
         self._lock = threading.Lock()
         self._waiting: list[asyncio.Future[None]] = []
 
@@ -129,8 +129,15 @@ class _Inbox:
             self._waiting.append(answered)
             if len(self._waiting) > 1:
                 return  # a wake-up is on its way, and takes this one too
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            self._loop.call_soon_threadsafe(self._settle)
+        loop = self._loop()
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._settle)
+            except RuntimeError:  # closed meanwhile
+                loop = None
+        if loop is None:  # the loop is closed or gone: nobody waits any more, nothing is kept
+            with self._lock:
+                self._waiting.clear()
 
     def _settle(self) -> None:
         with self._lock:
