@@ -37,7 +37,11 @@ from ._errors import (
     NoRecordedResultError,
     NotAForkError,
     NotAskPartyError,
+    OperatorError,
+    OperatorExistsError,
+    OperatorNotFoundError,
     OperatorOnlyError,
+    OperatorValidationError,
     ProjectError,
     ProjectNotFoundError,
     QuorumPendingError,
@@ -132,6 +136,7 @@ from .harnesses import (
     ScriptedHarness,
     SentPrompt,
 )
+from .operators import Operators
 from .sessions import (
     CORE_TOOLS,
     DEFAULT_COMPACTION_KEEP_TAIL,
@@ -312,7 +317,12 @@ __all__ = [
     "NoRecordedResultError",
     "NotAForkError",
     "NotAskPartyError",
+    "OperatorError",
+    "OperatorExistsError",
+    "OperatorNotFoundError",
     "OperatorOnlyError",
+    "OperatorValidationError",
+    "Operators",
     "PermissionState",
     "ProjectError",
     "ProjectNotFoundError",

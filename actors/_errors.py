@@ -11,7 +11,7 @@ ActorsError
 │   ├── ApprovalRequestError            the on_requested hook failed; the request was discarded
 │   ├── ApprovalResolvingError          another writer's resolution is in progress
 │   ├── ApprovalValidationError         a bad request or decision; nothing recorded (also ValueError)
-│   ├── DuplicateVoteError              the same actor approved a quorum approval twice
+│   ├── DuplicateVoteError              the same actor or credential approved a quorum approval twice
 │   └── QuorumPendingError              the vote counted; more distinct approvers are needed
 ├── BrokerError                     the broker refused an operation on a run
 │   ├── AskError                        an ask cannot be sent, answered, awaited or cancelled (.status)
@@ -39,6 +39,10 @@ ActorsError
 │   ├── ForkRedrivenError               the fork was re-driven already, or another re-drive won
 │   └── NotAForkError                   the id names a run or stream that is not a fork
 ├── InvalidToolOverrideScopeError   a scope outside the tool-override vocabulary (also ValueError)
+├── OperatorError                   an operator credential cannot be enrolled, changed or revoked
+│   ├── OperatorExistsError             the name holds an active credential (HTTP 409)
+│   ├── OperatorNotFoundError           no active credential by that name (also LookupError; HTTP 404)
+│   └── OperatorValidationError         a bad name, role or token (also ValueError; HTTP 400)
 ├── ProjectError                    a project or its workspace cannot be used
 │   ├── InvalidBaseDirError             base_dir is empty, relative or escapes the workspace (also ValueError)
 │   ├── ProjectNotFoundError            missing, foreign or bound to another agent (also LookupError)
@@ -376,6 +380,30 @@ class OperatorOnlyError(BrokerError, PermissionError):
     A run may not send another run (or itself) a control type the operator side sends,
     nor decide an approval that needs an operator.
     """
+
+
+class OperatorError(ActorsError):
+    """Raised when an operator credential cannot be enrolled, changed or revoked as asked."""
+
+
+class OperatorExistsError(OperatorError):
+    """Raised when enrolling a name that holds an active credential."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"operator {_quote(name)} already has an active credential (revoke it first)")
+        self.name = name
+
+
+class OperatorNotFoundError(OperatorError, LookupError):
+    """Raised when no active credential goes by that name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no active operator named {_quote(name)}")
+        self.name = name
+
+
+class OperatorValidationError(OperatorError, ValueError):
+    """Raised when an operator's name, role or token is unusable; nothing is recorded."""
 
 
 class ControllerError(ActorsError):

@@ -25,6 +25,7 @@ from .controller import (
     fork_origin,
 )
 from .harnesses import Harness
+from .operators import Operators
 from .sessions import HarnessSource, Projects, Sessions, StrPath, ToolOverrides
 
 # The scheduler wakes at least this often, so deadlines are fired even when the clock is
@@ -86,6 +87,7 @@ class System:
         self.sessions = Sessions(log, self.clock, harness=session_harness, approvals=self.approvals)
         self.projects = Projects(log, self.clock, self.views, workspace=workspace)
         self.tool_overrides = ToolOverrides(log, self.clock)
+        self.operators = Operators(log, self.clock)
         self._directories = {
             "session": self.sessions.actors,
             "project": self.projects.actors,
@@ -323,6 +325,7 @@ class System:
         self.sessions.close()
         self.projects.close()
         self.tool_overrides.close()
+        self.operators.close()
         self.broker.close()
         self._approval_actors.close()
         if self._owns_log:

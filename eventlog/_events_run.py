@@ -52,6 +52,8 @@ class ControlQueued(Event):
     from_run_id: str
     payload: str | None
     created_at: datetime
+    # The operator who pushed it, as `name (credential id)`; "" from a run or the system.
+    sent_by: str = ""
 
 
 @event("ControlDelivered")

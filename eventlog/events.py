@@ -37,6 +37,7 @@ from ._events_controller import (
     ReconcilePrepared,
 )
 from ._events_fork import ForkedFrom
+from ._events_operator import OperatorEnrolled, OperatorRevoked, OperatorRoleChanged
 from ._events_run import (
     BrokerReset,
     ControlDelivered,
@@ -90,6 +91,9 @@ __all__ = [
     "Event",
     "ForkedFrom",
     "HarnessEventRecorded",
+    "OperatorEnrolled",
+    "OperatorRevoked",
+    "OperatorRoleChanged",
     "PermissionDecided",
     "PermissionRequested",
     "ProjectArchived",

@@ -110,7 +110,7 @@ class BrokerFold:
                 )
             )
         elif t == "ControlQueued" and d["type"] != "permission_decision":
-            who = d["from_run_id"] or "operator"
+            who = d["from_run_id"] or d.get("sent_by") or "operator"
             entries.append(
                 TimelineEntry(
                     eid,

@@ -44,6 +44,7 @@ class ApprovalState:
     status: str = NONE
     quorum: int = 1
     votes: tuple[str, ...] = ()
+    voters: tuple[str, ...] = ()  # the credential ids of the votes ("" where none was recorded)
     resolution: ApprovalResolution | None = None
 
     @property
@@ -170,8 +171,13 @@ def _decide_decision(
         resolution = ApprovalResolution(a, EXPIRED, timeout, now)
         return Decision([expired, refused], error=ApprovalExpiredError(resolution, cmd.actor, cmd.decision))
     if state.quorum > 1 and cmd.decision == APPROVE:
-        if cmd.actor in state.votes:
-            why = f"{cmd.actor!r} has already approved; a quorum needs distinct actors"
+        if cmd.actor in state.votes or (cmd.identity and cmd.identity in state.voters):
+            why = (
+                f"{cmd.actor!r} has already approved"
+                if cmd.actor in state.votes
+                else f"credential {cmd.identity!r} has already approved"
+            )
+            why += "; a quorum needs distinct operators, each with their own credential"
             refused = ApprovalDecisionRefused(state.id, cmd.decision, cmd.actor, cmd.identity, why, now)
             return Decision([refused], error=DuplicateVoteError(state.id, cmd.actor))
         vote = ApprovalVoted(state.id, cmd.actor, cmd.identity, now)
@@ -203,7 +209,9 @@ def evolve(state: ApprovalState, event: Event) -> ApprovalState:
     if isinstance(event, ApprovalDiscarded) and state.open:
         return dataclasses.replace(state, status=DISCARDED)
     if isinstance(event, ApprovalVoted):
-        return dataclasses.replace(state, votes=(*state.votes, event.actor))
+        return dataclasses.replace(
+            state, votes=(*state.votes, event.actor), voters=(*state.voters, event.identity)
+        )
     if isinstance(event, ApprovalDecided) and state.open and state.approval is not None:
         resolution = ApprovalResolution(state.approval, event.decision, event.actor, event.at, event.identity)
         return dataclasses.replace(state, status=DECIDED, resolution=resolution)

@@ -111,6 +111,7 @@ class ControlMessage:
     from_run_id: str = ""
     payload: str | None = None
     created_at: datetime | None = None
+    sent_by: str = ""  # the operator who pushed it (`name (credential id)`); not on the wire
 
     def to_envelope(self) -> Envelope:
         return Envelope(

@@ -153,7 +153,7 @@ def decide(state: RunState, c: object, now: datetime) -> Decision:
         if c.limit and len(state.queue) >= c.limit:
             return Decision(error=ControlQueueFullError(rid, c.limit))
         m = c.message
-        return Decision([ControlQueued(rid, m.id, m.type, m.from_run_id, m.payload, now)])
+        return Decision([ControlQueued(rid, m.id, m.type, m.from_run_id, m.payload, now, m.sent_by)])
     if isinstance(c, TakeControl):
         if not state.queue:
             return Decision()
@@ -189,7 +189,9 @@ def evolve(state: RunState, e: Event) -> RunState:
     if isinstance(e, RunDeleted):
         return RunState(state.id)
     if isinstance(e, ControlQueued):
-        msg = ControlMessage(e.message_id, e.type, e.run_id, e.from_run_id, e.payload, e.created_at)
+        msg = ControlMessage(
+            e.message_id, e.type, e.run_id, e.from_run_id, e.payload, e.created_at, e.sent_by
+        )
         return dataclasses.replace(state, queue=(*state.queue, msg))
     if isinstance(e, ControlDelivered):
         taken = set(e.message_ids)

@@ -40,7 +40,13 @@ def fold_run_view(records: Iterable[Record]) -> RunView | None:
         elif t == "ControlQueued":
             queue.append(
                 ControlMessage(
-                    d["message_id"], d["type"], d["run_id"], d["from_run_id"], d["payload"], r.recorded_at
+                    d["message_id"],
+                    d["type"],
+                    d["run_id"],
+                    d["from_run_id"],
+                    d["payload"],
+                    r.recorded_at,
+                    d.get("sent_by", ""),
                 )
             )
         elif t == "ControlDelivered":

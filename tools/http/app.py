@@ -15,12 +15,14 @@ from actors import System
 
 from .broker import POLL_TIMEOUT, BrokerRoutes
 from .console import ConsoleRoutes
-from .console_auth import ConsoleSessions
+from .console_auth import SESSION_IDLE, SESSION_LIFETIME, ConsoleSessions
 from .faults import Incidents, StorageFaults
 from .hot import HotRoutes
 from .integrity import TAMPER_HEADER, Integrity
 from .openapi import openapi_document
 from .operator import OperatorRoutes
+from .principals import OperatorAuth
+from .throttle import AuthThrottle
 from .wire import Endpoint, WireError, json_response, text_error
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -32,6 +34,9 @@ def create_app(
     operator_token_sha256: str,
     poll_timeout: float = POLL_TIMEOUT,
     integrity: Integrity | None = None,
+    session_idle: float = SESSION_IDLE,
+    session_lifetime: float = SESSION_LIFETIME,
+    throttle: AuthThrottle | None = None,
 ) -> Starlette:
     """The app over an open System; the caller keeps the System open while the app serves.
 
@@ -39,9 +44,14 @@ def create_app(
     verdict joins every verify answer, and if it found tampering every answer carries the
     `Flightlog-Tamper` header, which the console shows as a banner.
 
-    `operator_token_sha256` is the lower-case hex SHA-256 of the operator token (the raw token
-    never reaches the app), or "" for none: then `/push-control` takes run credentials, as the
-    seed's broker without a global token, and the operator API refuses every request.
+    `operator_token_sha256` is the lower-case hex SHA-256 of the bootstrap admin's token
+    (FLIGHTLOG_OPERATOR_TOKEN; the raw token never reaches the app), or "" for none. Operators
+    enrolled in the log authenticate with their own tokens either way. With no operator at
+    all, `/push-control` takes run credentials, as the seed's broker without a global token.
+
+    `session_idle` and `session_lifetime` bound a console session (seconds unused, seconds
+    since login); `throttle` limits failed operator authentications per address (default:
+    `AuthThrottle()`).
     """
     if operator_token_sha256 and not _DIGEST.fullmatch(operator_token_sha256):
         raise ValueError("operator_token_sha256 must be 64 lower-case hex digits (or empty)")
@@ -52,12 +62,13 @@ def create_app(
     async def openapi(request: Request) -> Response:
         return json_response(document)
 
-    sessions = ConsoleSessions(operator_token_sha256)
-    broker_routes = BrokerRoutes(system.broker, operator_token_sha256, poll_timeout)
+    sessions = ConsoleSessions(idle=session_idle, lifetime=session_lifetime)
+    auth = OperatorAuth(system.operators, operator_token_sha256, sessions, throttle or AuthThrottle())
+    broker_routes = BrokerRoutes(system.broker, auth, poll_timeout)
     routes = [
         *broker_routes.routes(),
-        *ConsoleRoutes(system, sessions).routes(),
-        *OperatorRoutes(system, operator_token_sha256, sessions).routes(),
+        *ConsoleRoutes(system, auth).routes(),
+        *OperatorRoutes(system, auth).routes(),
         Route("/openapi.json", Endpoint(openapi, ("GET", "HEAD"))),
     ]
     # Storage faults become 503s with their cause inside uvicorn's error handler, never a 500;
@@ -69,6 +80,7 @@ def create_app(
     app.router.redirect_slashes = False
     app.router.default = _not_found
     app.state.system = system
+    app.state.auth = auth
     app.state.storage_incidents = incidents
     app.state.integrity = integrity
     tamper = integrity.tamper() if integrity is not None else ""

@@ -31,9 +31,11 @@ from actors import (
     Report,
     make_token,
 )
+from actors.operators import CONTROL
 
 from .ask import AskRoutes
 from .calls import Answerable, answer, call, wait_unless_disconnected
+from .principals import OperatorAuth
 from .wire import (
     Endpoint,
     Handler,
@@ -41,7 +43,6 @@ from .wire import (
     WireError,
     bearer_token,
     browser_guard,
-    digest_matches,
     json_response,
     parse_object,
     raw_member,
@@ -69,15 +70,14 @@ QUEUED = {"queued": True}
 class BrokerRoutes:
     """The wire protocol's handlers over one broker.
 
-    `operator_token_sha256` (hex, or "" for none) is the seed's global token: when set,
-    `/push-control` takes only `Authorization: Bearer <operator token>`.
+    `auth` stands for the seed's global token: while any operator can authenticate (the
+    bootstrap token is set, or operators are enrolled), `/push-control` takes only
+    `Authorization: Bearer <token>` of an operator whose role may push control.
     """
 
-    def __init__(
-        self, broker: Broker, operator_token_sha256: str, poll_timeout: float = POLL_TIMEOUT
-    ) -> None:
+    def __init__(self, broker: Broker, auth: OperatorAuth, poll_timeout: float = POLL_TIMEOUT) -> None:
         self.broker = broker
-        self.operator_token_sha256 = operator_token_sha256
+        self.auth = auth
         self.poll_timeout = poll_timeout
         self.asks = AskRoutes(broker, self.authenticated)
 
@@ -193,25 +193,29 @@ class BrokerRoutes:
         await self.write_as_run(raw, lambda body, raw: None)
 
     async def push_control(self, request: Request) -> Response:
-        if self.operator_token_sha256:
-            await self.push_raw(await read_body(request), bearer_token(request))
+        auth = self.auth
+        if await run_in_threadpool(lambda: auth.any_credential):
+            raw = await read_body(request)
+            operator = await run_in_threadpool(auth.bearer, request, bearer_token(request))
+            if operator is None:
+                raise WireError(401, "unauthorized")
+            if not operator.may(CONTROL):
+                raise WireError(403, f"forbidden: operator {operator.name!r} is a {operator.role}")
+            await self.push_raw(raw, parse_object(raw), sent_by=operator.label)
         else:
             body, raw = await self.authenticated(request)
-            await self.push_raw(raw, None, body)
+            await self.push_raw(raw, body)
         return json_response(QUEUED)
 
-    async def push_raw(self, raw: bytes, bearer: bytes | None, body: Body | None = None) -> None:
-        """Queue the pushed message `raw`: with the operator's `bearer` token, or `body` authenticated."""
-        if body is None:
-            if not digest_matches(bearer, self.operator_token_sha256):
-                raise WireError(401, "unauthorized")
-            body = parse_object(raw)
+    async def push_raw(self, raw: bytes, body: Body, sent_by: str = "") -> None:
+        """Queue the pushed message `raw` (its parsed `body`), from the operator `sent_by` if any."""
         message = ControlMessage(
             string_field(body, "id"),
             string_field(body, "type"),
             string_field(body, "run_id"),
             string_field(body, "from_run_id"),
             raw_member(raw, "payload", body),
+            sent_by=sent_by,
         )
         time_field(body, "created_at")
         if not (message.run_id and message.id and message.type):

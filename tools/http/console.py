@@ -22,9 +22,10 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from actors import System
+from actors.operators import READ
 from projections import ApprovalRow
 
-from .console_auth import COOKIE, SESSION_SECONDS, ConsoleSessions, Operator
+from .console_auth import cookie_name
 from .console_reads import (
     QueryError,
     RunIndex,
@@ -36,6 +37,7 @@ from .console_reads import (
     voters,
 )
 from .integrity import Integrity
+from .principals import Operator, OperatorAuth, client_address
 from .travel_reads import moment_seq
 from .wire import Endpoint, WireError, json_error, json_response, parse_object, read_body
 
@@ -61,25 +63,14 @@ def _static(name: str) -> bytes | None:
 
 
 class ConsoleRoutes:
-    def __init__(self, system: System, sessions: ConsoleSessions) -> None:
+    def __init__(self, system: System, auth: OperatorAuth) -> None:
         self.system = system
-        self.sessions = sessions
+        self.auth = auth
         self.index = RunIndex(system)
 
     def routes(self) -> list[Route]:
-        def guarded(handler: Any) -> Any:
-            async def run(request: Request) -> Response:
-                operator = self.sessions.authenticate(request)
-                if operator is None:
-                    raise WireError(401, "unauthorized")
-                request.state.operator = operator
-                result: Response = await handler(request)
-                return result
-
-            return run
-
         def get(path: str, handler: Any) -> Route:
-            return Route(path, Endpoint(guarded(handler), ("GET",), json_error))
+            return Route(path, Endpoint(self.auth.guard(handler, READ), ("GET",), json_error))
 
         return [
             Route("/ui", Endpoint(self.redirect, ("GET",))),
@@ -113,32 +104,70 @@ class ConsoleRoutes:
         return Response(body, media_type=media, headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
 
     async def login(self, request: Request) -> Response:
+        """Trade an operator's token for a session: the cookie, and the CSRF secret in the body.
+
+        The session is the token's credential's: its enrolled name and role, whatever the
+        page says. Failed logins count towards the address's throttle, as Bearer failures do.
+        """
         body = parse_object(await read_body(request))
-        token, name = str(body.get("token") or ""), str(body.get("name") or "").strip()
-        if not name or len(name) > 100 or not name.isprintable():
-            raise WireError(400, "a name of 1 to 100 printable characters is required")
-        value = self.sessions.login(token, name)
-        if value is None:
-            raise WireError(401, "unauthorized")
-        response = json_response({"name": name})
+        token = body.get("token")
+        if not isinstance(token, str) or not token:
+            raise WireError(400, "token is required")
+        auth = self.auth
+        address = client_address(request)
+
+        def check() -> Operator | None:
+            auth.check_throttle(address)
+            credential = auth.from_token(token)
+            if credential is None:
+                auth.failed(address)
+                return None
+            if auth.throttle is not None:
+                auth.throttle.succeeded(address)
+            return Operator(credential.name, credential.credential_id, credential.role, via_cookie=True)
+
+        operator = await run_in_threadpool(check)
+        if operator is None:
+            raise WireError(401, "unauthorized: that token is not an operator's")
+        value, csrf = auth.sessions.start(operator.credential_id)
+        response = json_response(
+            {
+                "name": operator.name,
+                "credential_id": operator.credential_id,
+                "role": operator.role,
+                "csrf": csrf,
+            },
+            headers={"Cache-Control": "no-store"},
+        )
         response.set_cookie(
-            COOKIE, value, max_age=SESSION_SECONDS, httponly=True, samesite="strict", path="/"
+            cookie_name(request),
+            value,
+            max_age=int(auth.sessions.lifetime),
+            httponly=True,
+            samesite="strict",
+            path="/",
         )
         return response
 
     async def logout(self, request: Request) -> Response:
-        value = request.cookies.get(COOKIE)
-        if value:
-            self.sessions.logout(value)
+        """End the session; like any unsafe request, only with the session's CSRF secret."""
+        name = cookie_name(request)
+        value = request.cookies.get(name)
+        operator = await run_in_threadpool(self.auth.authenticate, request)
+        if operator is None or not operator.via_cookie:
+            raise WireError(403, "forbidden: logout needs the session's CSRF secret")
+        self.auth.sessions.end(value)
         response = json_response({"ok": True})
-        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+        response.delete_cookie(name, path="/", httponly=True, samesite="strict")
         return response
 
     # -- data ------------------------------------------------------------------------------
 
     async def me(self, request: Request) -> Response:
         operator: Operator = request.state.operator
-        return json_response({"name": operator.identity, "actor": operator.actor})
+        return json_response(
+            {"name": operator.name, "credential_id": operator.credential_id, "role": operator.role}
+        )
 
     async def overview(self, request: Request) -> Response:
         return json_response(await run_in_threadpool(self._overview))

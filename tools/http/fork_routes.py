@@ -18,8 +18,8 @@ from starlette.responses import Response
 
 from actors import ActorsError, System
 
-from .console_auth import Operator
 from .forks import ForkError, fork_run, redrive
+from .principals import Operator
 from .wire import WireError, json_response, parse_object, read_body
 
 MAX_REASON = 500
@@ -48,7 +48,7 @@ class ForkRoutes:
         if not isinstance(then_redrive, bool):
             raise WireError(400, "redrive must be true or false")
         operator: Operator = request.state.operator
-        actor = operator.identity if operator.via_cookie else f"operator:{operator.actor}"
+        actor = f"operator:{operator.label}"
 
         def record() -> dict[str, Any]:
             try:

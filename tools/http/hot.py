@@ -1,8 +1,9 @@
 """The broker's busiest wire routes served from ASGI, without Starlette's router, Request or Response.
 
-A POST to `/report`, `/heartbeat`, `/finish`, `/reply`, `/poll-control` or `/push-control` is
-what agents send all day; through the router, `Request`, `Endpoint` and `Response` it costs
-more than everything else it needs. `HotRoutes` sits inside the app's middleware (storage
+A POST to `/report`, `/heartbeat`, `/finish`, `/reply` or `/poll-control` is what agents send
+all day (`/push-control`, an operator's, authenticates against the log and goes the long
+way); through the router, `Request`, `Endpoint` and `Response` it costs more than everything
+else it needs. `HotRoutes` sits inside the app's middleware (storage
 faults as 503, the tamper header, the server-error handler all still apply), matches such a
 request by a dict lookup, and applies the very rules of the other routes in the same order:
 the cross-site rules first (`wire.cross_site_refusal`: a foreign Origin is a 403, a body that
@@ -21,7 +22,7 @@ import orjson
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .broker import OK, QUEUED, BrokerRoutes
+from .broker import OK, BrokerRoutes
 from .wire import MAX_BODY, NoResponse, WireError, check_declared_length, cross_site_refusal, text_error
 
 # (raw body, request headers, receive, arrival time) -> the JSON value of the answer.
@@ -68,7 +69,6 @@ class HotRoutes:
             "/finish": self.finish,
             "/reply": self.reply,
             "/poll-control": self.poll_control,
-            "/push-control": self.push_control,
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -126,14 +126,6 @@ class HotRoutes:
 
     async def poll_control(self, raw: bytes, headers: Headers, receive: Receive, arrived: float) -> Any:
         return await self.routes.poll_raw(raw, receive, arrived)
-
-    async def push_control(self, raw: bytes, headers: Headers, receive: Receive, arrived: float) -> Any:
-        if self.routes.operator_token_sha256:
-            await self.routes.push_raw(raw, headers.bearer())
-        else:
-            body, raw = await self.routes.authenticated_raw(raw)
-            await self.routes.push_raw(raw, None, body)
-        return QUEUED
 
 
 async def read_raw(receive: Receive, limit: int = MAX_BODY) -> bytes:

@@ -1,14 +1,15 @@
 """The operator API under /api/v1/: runs, approvals, decisions, control pushes, chain verification.
 
-Every request needs `Authorization: Bearer <operator token>`; the server holds only the
-token's SHA-256 digest. Errors are JSON: `{"error": ...}` plus what the caller needs to act
-(the expiry of an expired approval, the votes of a quorum approval).
+Every request needs an operator's credential (`Authorization: Bearer <token>`, or the
+console's session) whose role allows it: a viewer reads, an approver also decides, an admin
+also pushes control and manages operators and runs. The server holds only digests. Errors
+are JSON: `{"error": ...}` plus what the caller needs to act (the expiry of an expired
+approval, the votes of a quorum approval).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -31,14 +32,16 @@ from actors import (
     System,
     make_token,
 )
+from actors.operators import CONTROL, DECIDE, READ
 from eventlog import Head
 from projections import FinishStatus, RunRow, Views
 from projections.runs import registry_order
 
 from .calls import call
-from .console_auth import ConsoleSessions, Operator
 from .fork_routes import ForkRoutes
 from .integrity import Integrity
+from .operator_admin import OperatorAdminRoutes
+from .principals import Handler, Operator, OperatorAuth
 from .views import ViewRoutes
 from .wire import (
     Endpoint,
@@ -51,50 +54,37 @@ from .wire import (
     string_field,
 )
 
-MAX_ACTOR_LENGTH = 200
-IDENTITY = "operator-token"  # how a decision made over this API was authenticated
-CONSOLE_IDENTITY = "web-operator"  # ... and one made in the console (actor: the operator's name)
 _HASH = re.compile(r"[0-9a-f]{64}")
 
 
 class OperatorRoutes:
     """Handlers of the operator API over one System."""
 
-    def __init__(
-        self, system: System, operator_token_sha256: str, sessions: ConsoleSessions | None = None
-    ) -> None:
+    def __init__(self, system: System, auth: OperatorAuth) -> None:
         self.system = system
-        self.operator_token_sha256 = operator_token_sha256
-        self.sessions = sessions or ConsoleSessions(operator_token_sha256)
+        self.auth = auth
         self.forks = ForkRoutes(system)
+        self.operators = OperatorAdminRoutes(system, auth)
 
     def routes(self) -> list[Route]:
-        def route(path: str, method: str, handler: Callable[[Request], Awaitable[Response]]) -> Route:
-            return Route(path, Endpoint(self._guarded(handler), (method,), json_error))
+        def route(path: str, method: str, handler: Handler, action: str) -> Route:
+            return Route(path, Endpoint(self.auth.guard(handler, action), (method,), json_error))
+
+        def reads(handler: Handler) -> Handler:
+            return self.auth.guard(handler, READ)
 
         return [
-            *ViewRoutes(self.system, self._guarded).routes(),  # before /runs/{run_id:path} takes them
-            route("/api/v1/runs", "GET", self.runs),
-            route("/api/v1/runs/{run_id:path}/control", "POST", self.push_control),
-            route("/api/v1/runs/{run_id:path}/fork", "POST", self.forks.fork),
-            route("/api/v1/runs/{run_id:path}", "GET", self.run),
-            route("/api/v1/approvals", "GET", self.approvals),
-            route("/api/v1/approvals/history", "GET", self.history),
-            route("/api/v1/approvals/{approval_id}/{decision}", "POST", self.decide),
-            route("/api/v1/verify", "GET", self.verify),
+            *ViewRoutes(self.system, reads).routes(),  # before /runs/{run_id:path} takes them
+            *self.operators.routes(),
+            route("/api/v1/runs", "GET", self.runs, READ),
+            route("/api/v1/runs/{run_id:path}/control", "POST", self.push_control, CONTROL),
+            route("/api/v1/runs/{run_id:path}/fork", "POST", self.forks.fork, CONTROL),
+            route("/api/v1/runs/{run_id:path}", "GET", self.run, READ),
+            route("/api/v1/approvals", "GET", self.approvals, READ),
+            route("/api/v1/approvals/history", "GET", self.history, READ),
+            route("/api/v1/approvals/{approval_id}/{decision}", "POST", self.decide, DECIDE),
+            route("/api/v1/verify", "GET", self.verify, READ),
         ]
-
-    def _guarded(
-        self, handler: Callable[[Request], Awaitable[Response]]
-    ) -> Callable[[Request], Awaitable[Response]]:
-        async def guarded(request: Request) -> Response:
-            operator = self.sessions.authenticate(request)
-            if operator is None:
-                raise WireError(401, "unauthorized", {"WWW-Authenticate": "Bearer"})
-            request.state.operator = operator
-            return await handler(request)
-
-        return guarded
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -115,8 +105,14 @@ class OperatorRoutes:
         kind = string_field(body, "type")
         if not kind:
             raise WireError(400, "missing type")
+        operator: Operator = request.state.operator
         message = ControlMessage(
-            string_field(body, "id") or make_token(), kind, run_id, "", raw_member(raw, "payload")
+            string_field(body, "id") or make_token(),
+            kind,
+            run_id,
+            "",
+            raw_member(raw, "payload"),
+            sent_by=operator.label,
         )
         queued = await call(self.system.broker.push_control, run_id, message)
         return json_response({"queued": True, "message": queued.to_json()})
@@ -138,17 +134,18 @@ class OperatorRoutes:
             raise WireError(404, "not found")
         body = parse_object(await read_body(request))
         operator: Operator = request.state.operator
-        if operator.via_cookie:
-            # A console session decides as the name it logged in with, whatever the body says.
-            actor, identity = operator.identity, CONSOLE_IDENTITY
-        else:
-            try:
-                actor = string_field(body, "actor")
-            except WireError:
-                raise WireError(400, "actor must be a string") from None
-            identity = IDENTITY
-        if not actor or len(actor) > MAX_ACTOR_LENGTH or not actor.isprintable():
-            raise WireError(400, f"actor is required: 1 to {MAX_ACTOR_LENGTH} printable characters")
+        # The decision is the authenticated operator's: a name in the body may only repeat it.
+        try:
+            named = string_field(body, "actor")
+        except WireError:
+            raise WireError(400, "actor must be a string") from None
+        if named and named != operator.name:
+            raise WireError(
+                403,
+                f"actor {named!r} is not the authenticated operator {operator.name!r}: "
+                "each operator decides with their own credential (omit actor)",
+            )
+        actor, identity = operator.name, operator.credential_id
         try:
             resolution = await run_in_threadpool(
                 lambda: self.system.approvals.resolve(approval_id, decision, actor, identity=identity)
