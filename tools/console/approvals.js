@@ -41,7 +41,7 @@ function approvalCard(a, refresh) {
   const message = el("p", "", "error inline"); message.setAttribute("role", "alert");
   if (voted) {
     li.classList.add("voted");
-    li.append(el("p", `You (${me}) voted on this one. ${a.quorum > 1 ? "Another operator casts the next vote: log out and log in under their name." : ""}`, "note you-voted"));
+    li.append(el("p", `You (${me}) voted on this one. ${a.quorum > 1 ? "Another operator casts the next vote, with their own token." : ""}`, "note you-voted"));
   } else {
     const approve = el("button", "Approve", "approve"); approve.type = "button";
     const reject = el("button", "Reject", "reject"); reject.type = "button";
@@ -58,7 +58,7 @@ async function decide(a, decision, message, refresh) {
   if (!ok) return;
   message.textContent = "";
   try {
-    const res = await api(`/api/v1/approvals/${encodeURIComponent(a.id)}/${decision}`, { method: "POST", body: JSON.stringify({ actor: me }) });
+    const res = await api(`/api/v1/approvals/${encodeURIComponent(a.id)}/${decision}`, { method: "POST", body: "{}" });
     if (res.status === "pending") message.textContent = `Your vote counts: ${res.votes.length} of ${res.needed}. Another operator casts the next one.`;
   } catch (e) {
     message.textContent = `Your ${decision} was refused: ${e.message}`;

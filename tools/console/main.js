@@ -1,8 +1,9 @@
 // flightlog console: plain ES modules, no build step. Every value from the server is set with
-// textContent (never parsed as HTML); state-changing requests carry the CSRF header. Nothing of
-// the dashboard exists in the DOM before login, and logout empties it again.
+// textContent (never parsed as HTML); every API request carries the session's CSRF secret, which
+// lives in this origin's storage (port-specific, unlike the cookie). Nothing of the dashboard
+// exists in the DOM before login, and logout empties it again.
 
-import { $, api, el, endSession, setUnauthorizedHandler } from "./util.js";
+import { $, api, csrfHeaders, el, endSession, setCsrf, setUnauthorizedHandler } from "./util.js";
 import { navigate, route, startRouter } from "./router.js";
 import * as runs from "./runs.js";
 import * as run from "./run.js";
@@ -25,11 +26,6 @@ function clearDashboard() {
 function showLogin() {
   clearDashboard();
   $("app").hidden = true; $("logout").hidden = true; $("login").hidden = false;
-  const as = new URL(window.location.href).searchParams.get("as");
-  if (as) {
-    $("login-name").value = as;
-    $("login-hint").textContent = `Log in as ${as} to cast the second vote of a two-person approval.`;
-  }
 }
 
 async function login(event) {
@@ -38,17 +34,25 @@ async function login(event) {
   try {
     const res = await fetch("/ui/login", {
       method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-Flightlog-Request": "1" },
-      body: JSON.stringify({ name: $("login-name").value, token: $("login-token").value }),
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token: $("login-token").value }),
     });
-    if (!res.ok) { $("login-error").textContent = res.status === 401 ? "That token is not the operator token." : "Login failed."; return; }
+    if (!res.ok) {
+      const body = await res.json().catch(() => ({}));
+      $("login-error").textContent = res.status === 401 ? "That token is not an operator's token."
+        : (body.error || "Login failed.");
+      return;
+    }
+    const session = await res.json();
+    setCsrf(session.csrf);
     $("login-token").value = "";
     await start();
   } catch (e) { $("login-error").textContent = String(e.message || e); }
 }
 
 async function logout() {
-  await fetch("/ui/logout", { method: "POST", credentials: "same-origin", headers: { "X-Flightlog-Request": "1" } });
+  await fetch("/ui/logout", { method: "POST", credentials: "same-origin", headers: csrfHeaders() });
+  setCsrf(null);
   showLogin();
 }
 
@@ -102,7 +106,8 @@ async function start() {
   const me = await api("/api/v1/console/me");
   signedIn = true;
   setMe(me.name);
-  $("who").textContent = `signed in as ${me.name}`;
+  $("who").textContent = `signed in as ${me.name} (${me.role})`;
+  document.body.dataset.role = me.role;
   $("login").hidden = true; $("app").hidden = false; $("logout").hidden = false;
   await runs.load();
   await show(route());

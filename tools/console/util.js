@@ -19,12 +19,22 @@ function dropped() {
   return new ApiError(401, "signed out", {});
 }
 
+// The session's CSRF secret: given once by the login answer, kept in this origin's storage
+// (specific to this server's port, where a cookie is not), sent with every API request.
+const CSRF_KEY = "flightlog-csrf";
+export function setCsrf(value) {
+  if (value) localStorage.setItem(CSRF_KEY, value); else localStorage.removeItem(CSRF_KEY);
+}
+export function csrfHeaders() {
+  const value = localStorage.getItem(CSRF_KEY);
+  return value ? { "X-Flightlog-CSRF": value } : {};
+}
+
 export async function api(path, options = {}) {
   const mine = session;
-  const init = { credentials: "same-origin", headers: { "Accept": "application/json" }, ...options };
-  if (init.method && init.method !== "GET") {
-    init.headers = { ...init.headers, "Content-Type": "application/json", "X-Flightlog-Request": "1" };
-  }
+  const init = { credentials: "same-origin", ...options };
+  init.headers = { "Accept": "application/json", ...csrfHeaders(), ...(options.headers || {}) };
+  if (init.method && init.method !== "GET") init.headers["Content-Type"] = "application/json";
   const response = await fetch(path, init);
   if (mine !== session) throw dropped();
   showTamper(response.headers.get("Flightlog-Tamper"));
