@@ -21,9 +21,9 @@ from actors import (
     QuorumPendingError,
     System,
     make_token,
-    token_digest,
 )
 from actors import ApprovalError as _ApprovalError
+from actors.operators import APPROVER, Credential
 
 from .._output import EXIT_INTERRUPTED, UsageFailure, console, err_console
 from .background import BackgroundServer
@@ -130,9 +130,10 @@ def _demo(path: Path, port: int, auto: bool) -> None:
 
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
-    operator_token = make_token()
     with System.open(str(path), approval_timeout=600.0) as system:
-        app = create_app(system, operator_token_sha256=token_digest(operator_token))
+        # Two named operators, each with their own token: a two-person approval needs both.
+        operators = {name: system.operators.enrol(name, APPROVER, by="demo") for name in ("alice", "bob")}
+        app = create_app(system, operator_token_sha256="")
         try:
             server = BackgroundServer(app, port=port).__enter__()
         except PortInUseError as e:
@@ -142,20 +143,21 @@ def _demo(path: Path, port: int, auto: bool) -> None:
         try:
             console.print(f"[bold]flightlog demo[/] on [cyan]{path}[/]")
             console.print(f"console:        {server.url}/ui/")
-            console.print(f"operator token: {operator_token}")
+            for name, (_, token) in operators.items():
+                console.print(f"{name}'s token:  {token}  (approver)")
             agents = _start_agents(server.url)
             controller = _start_controller(system)
             run_id = controller.send("Scale the web service to 3 replicas and tell me when it is done")
             if not auto:
                 console.print("waiting for you: approve or reject in the console; Ctrl-C to stop")
                 console.print(
-                    "two-person approval: log in as alice and approve, then open "
-                    f"{server.url}/ui/?as=bob (log out first, or use a private window) and approve as bob"
+                    "two-person approval: log in with alice's token and approve, then log in with "
+                    "bob's (log out first, or use a private window) and approve as bob"
                 )
                 _wait_for_person(agents, controller)
             else:
                 console.print(POLICY)
-                _auto(system, agents, controller)
+                _auto(system, agents, controller, {n: c for n, (c, _) in operators.items()})
             _report(system, run_id)
         finally:  # also when the demo fails or is interrupted: no agent process outlives it
             if controller is not None:
@@ -211,8 +213,8 @@ def _start_controller(system: System) -> Controller:
     return controller
 
 
-def _decide(system: System, decided: set[tuple[str, str]]) -> None:
-    """Apply the stated policy to every pending approval."""
+def _decide(system: System, decided: set[tuple[str, str]], operators: dict[str, Credential]) -> None:
+    """Apply the stated policy to every pending approval, each vote with its operator's credential."""
     for approval in system.approvals.pending():
         if "/etc" in approval.detail or "/etc" in approval.title:
             voters, decision = ["alice"], "reject"
@@ -225,7 +227,8 @@ def _decide(system: System, decided: set[tuple[str, str]]) -> None:
                 continue
             decided.add((approval.id, voter))
             try:
-                system.approvals.resolve(approval.id, decision, voter)
+                identity = operators[voter].credential_id
+                system.approvals.resolve(approval.id, decision, voter, identity=identity)
             except QuorumPendingError:
                 continue  # the next operator's vote completes it
             except _ApprovalError as e:
@@ -240,7 +243,9 @@ def _finished(agents: list[Agent], controller: Controller) -> bool:
     return all(a.proc.poll() is not None for a in agents) and controller.run().status in TERMINAL
 
 
-def _auto(system: System, agents: list[Agent], controller: Controller) -> None:
+def _auto(
+    system: System, agents: list[Agent], controller: Controller, operators: dict[str, Credential]
+) -> None:
     woke = threading.Event()
     unsubscribe = system.approvals.subscribe(woke.set)
     signal, unsubscribe_ctrl = controller.subscribe()
@@ -250,7 +255,7 @@ def _auto(system: System, agents: list[Agent], controller: Controller) -> None:
         while not _finished(agents, controller):
             if time.monotonic() - start > DEADLINE:
                 raise click.ClickException("the demo runs did not finish in time")
-            _decide(system, decided)
+            _decide(system, decided, operators)
             woke.wait(0.2)  # new approvals wake us; agents exiting are seen on the next round
             woke.clear()
             signal.wait(0)
