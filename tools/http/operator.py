@@ -82,7 +82,8 @@ class OperatorRoutes:
             route("/api/v1/runs/{run_id:path}", "GET", self.run, READ),
             route("/api/v1/approvals", "GET", self.approvals, READ),
             route("/api/v1/approvals/history", "GET", self.history, READ),
-            route("/api/v1/approvals/{approval_id}/{decision}", "POST", self.decide, DECIDE),
+            # Any operator may try; one whose role may not decide is refused, and the attempt kept.
+            route("/api/v1/approvals/{approval_id}/{decision}", "POST", self.decide, READ),
             route("/api/v1/verify", "GET", self.verify, READ),
         ]
 
@@ -146,6 +147,15 @@ class OperatorRoutes:
                 "each operator decides with their own credential (omit actor)",
             )
         actor, identity = operator.name, operator.credential_id
+        if not operator.may(DECIDE):
+            why = f"operator {operator.name!r} ({identity}) is a {operator.role}, which may not decide"
+            try:
+                await run_in_threadpool(
+                    self.system.approvals.refuse_attempt, approval_id, decision, operator.label, why
+                )
+            except ApprovalNotPendingError:
+                raise WireError(404, "approval not found") from None
+            raise WireError(403, f"forbidden: {why}")
         try:
             resolution = await run_in_threadpool(
                 lambda: self.system.approvals.resolve(approval_id, decision, actor, identity=identity)
