@@ -228,6 +228,20 @@ def _operator_token_digest() -> str:
     help="Serve a log whose chain does not verify, with a tamper banner on every answer.",
 )
 @click.option(
+    "--session-idle",
+    type=click.FloatRange(min=1, min_open=False),
+    default=30 * 60.0,
+    show_default=True,
+    help="Seconds a console session may go unused before it ends.",
+)
+@click.option(
+    "--session-lifetime",
+    type=click.FloatRange(min=1, min_open=False),
+    default=12 * 3600.0,
+    show_default=True,
+    help="Seconds after login a console session ends, however busy.",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -245,6 +259,8 @@ def serve_cmd(
     read_timeout: float,
     access_log: bool,
     allow_tampered: bool,
+    session_idle: float,
+    session_lifetime: float,
     log_level: str,
 ) -> None:
     """Serve the broker's wire protocol and the operator API over DB until SIGINT or SIGTERM.
@@ -293,7 +309,13 @@ def serve_cmd(
             system.broker.operator_decides = operator_decides
             try:
                 if not stop:
-                    app = create_app(system, operator_token_sha256=digest, integrity=integrity)
+                    app = create_app(
+                        system,
+                        operator_token_sha256=digest,
+                        integrity=integrity,
+                        session_idle=session_idle,
+                        session_lifetime=session_lifetime,
+                    )
                     _serve(app, sock, access_log, log_level, read_timeout)
             finally:
                 system.close()

@@ -13,7 +13,6 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -23,10 +22,8 @@ from actors import Operators
 from actors.operators import BOOTSTRAP, Credential, allows, bootstrap_credential
 
 from .console_auth import CSRF_HEADER, ConsoleSessions, cookie_name
+from .throttle import AuthThrottle, retry_after_header
 from .wire import WireError, bearer_token
-
-if TYPE_CHECKING:
-    from .throttle import AuthThrottle
 
 Handler = Callable[[Request], Awaitable[Response]]
 # Cookie-authenticated requests that need no CSRF secret: the change stream (an EventSource
@@ -127,7 +124,7 @@ class OperatorAuth:
             return
         wait = self.throttle.retry_after(address)
         if wait is not None:
-            raise _too_many(self.throttle, wait)
+            raise _too_many(wait)
 
     def failed(self, address: str) -> None:
         """Count a failed authentication of `address`; 429 once that starts a block."""
@@ -135,7 +132,7 @@ class OperatorAuth:
             return
         wait = self.throttle.failed(address)
         if wait is not None:
-            raise _too_many(self.throttle, wait)
+            raise _too_many(wait)
 
     def guard(self, handler: Handler, action: str) -> Handler:
         """`handler` for operators whose role allows `action`: 401 for nobody, 403 for too little."""
@@ -159,9 +156,9 @@ def client_address(request: Request) -> str:
     return request.client.host if request.client else ""
 
 
-def _too_many(throttle: AuthThrottle, wait: float) -> WireError:
+def _too_many(wait: float) -> WireError:
     return WireError(
         429,
         "too many failed authentications from this address; try again later",
-        {"Retry-After": throttle.retry_after_header(wait)},
+        {"Retry-After": retry_after_header(wait)},
     )
