@@ -223,7 +223,7 @@ def test_quorum_is_reached_by_a_distinct_approver():
 
 def test_duplicate_vote_is_refused_and_kept():
     history = [*PENDING_TWO, ApprovalVoted(ID, "alice", "", T0)]
-    why = "'alice' has already approved; a quorum needs distinct actors"
+    why = "'alice' has already approved; a quorum needs distinct operators, each with their own credential"
     error = (
         given(history)
         .when(DecideApproval("approve", "alice"), LATER)
@@ -231,6 +231,29 @@ def test_duplicate_vote_is_refused_and_kept():
     )
     assert isinstance(error, DuplicateVoteError)
     assert error.actor == "alice"
+
+
+def test_the_same_credential_cannot_vote_twice_under_another_name():
+    # One token used to cast both votes of a two-person approval; the credential id, not the
+    # name typed, is what makes two votes two people.
+    history = [*PENDING_TWO, ApprovalVoted(ID, "alice", "c-alice", T0)]
+    why = (
+        "credential 'c-alice' has already approved; "
+        "a quorum needs distinct operators, each with their own credential"
+    )
+    error = (
+        given(history)
+        .when(DecideApproval("approve", "bob", "c-alice"), LATER)
+        .then([ApprovalDecisionRefused(ID, "approve", "bob", "c-alice", why, LATER)], DuplicateVoteError)
+    )
+    assert isinstance(error, DuplicateVoteError)
+
+
+def test_two_credentials_complete_a_quorum():
+    history = [*PENDING_TWO, ApprovalVoted(ID, "alice", "c-alice", T0)]
+    given(history).when(DecideApproval("approve", "bob", "c-bob"), LATER).then(
+        [ApprovalVoted(ID, "bob", "c-bob", LATER), ApprovalDecided(ID, "approve", "bob", "c-bob", LATER)]
+    )
 
 
 def test_any_reject_rejects_a_quorum_approval():
