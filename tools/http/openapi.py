@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .fork_routes import fork_paths
+from .operator_admin import operator_admin_paths
 from .views import view_paths
 
 Schema = dict[str, Any]
@@ -233,7 +234,14 @@ def _operator_paths() -> dict[str, Schema]:
             "tags": ["operator"],
             "summary": summary,
             "security": [{"operatorToken": []}],
-            "responses": {"401": _json("No or wrong operator token", _ref("Error")), **responses},
+            "responses": {
+                "401": _json("No or wrong operator token", _ref("Error")),
+                "403": _json("The operator's role does not allow this", _ref("Error")),
+                "429": _json(
+                    "Too many failed authentications from this address (Retry-After)", _ref("Error")
+                ),
+                **responses,
+            },
             **extra,
         }
 
@@ -293,7 +301,7 @@ def _operator_paths() -> dict[str, Schema]:
                             }
                         ),
                     ),
-                    "400": _json("No actor", error),
+                    "400": _json("A malformed body", error),
                     "404": _json("No such approval", error),
                     "409": _json("Already decided, expired (with `expires_at`), or a duplicate vote", error),
                 },
@@ -306,11 +314,22 @@ def _operator_paths() -> dict[str, Schema]:
                         "schema": {"type": "string", "enum": ["approve", "reject"]},
                     },
                 ],
-                requestBody=_body(_obj(_strings("actor"), ("actor",))),
+                requestBody={
+                    "required": False,
+                    "content": {
+                        "application/json": {
+                            "schema": _obj(
+                                _strings("actor"),
+                                description="`actor`, if given, must be the authenticated operator's name",
+                            )
+                        }
+                    },
+                },
             )
         },
         **view_paths(op, error),
         **fork_paths(op, error),
+        **operator_admin_paths(op, error),
         "/api/v1/verify": {
             "get": op(
                 "Walk the log's hash chain (and check it against an anchor kept elsewhere); with the "
@@ -365,7 +384,11 @@ def openapi_document() -> dict[str, Any]:
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {
-                "operatorToken": {"type": "http", "scheme": "bearer", "description": "The operator token"}
+                "operatorToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An operator's token (the bootstrap admin's, or an enrolled operator's)",
+                }
             },
         },
         "tags": [

@@ -133,7 +133,8 @@ class OperatorRoutes:
         decision = request.path_params["decision"]
         if decision not in ("approve", "reject"):
             raise WireError(404, "not found")
-        body = parse_object(await read_body(request))
+        raw = await read_body(request)
+        body = parse_object(raw) if raw.strip() else {}
         operator: Operator = request.state.operator
         # The decision is the authenticated operator's: a name in the body may only repeat it.
         try:

@@ -7,6 +7,8 @@ and API access at once.
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -18,12 +20,13 @@ from actors import (
     OperatorValidationError,
     System,
 )
-from actors.operators import MANAGE, READ, Credential
+from actors.operators import MANAGE, READ, ROLES, Credential
 
 from .principals import Handler, Operator, OperatorAuth
 from .wire import Endpoint, WireError, json_error, json_response, parse_object, read_body, string_field
 
 MAX_REASON = 500
+Schema = dict[str, Any]
 
 
 class OperatorAdminRoutes:
@@ -122,3 +125,94 @@ def _text(body: dict[str, object], key: str) -> str:
         return string_field(body, key).strip()
     except WireError:
         raise WireError(400, f"{key} must be a string") from None
+
+
+def operator_admin_paths(op: Any, error: Schema) -> dict[str, Schema]:
+    """The OpenAPI paths of these routes, built with the document's `op` helper."""
+
+    def name_param() -> Schema:
+        return {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+
+    credential: Schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "credential_id": {"type": "string"},
+            "role": {"type": "string", "enum": list(ROLES)},
+            "active": {"type": "boolean"},
+            "enrolled_at": {"type": ["string", "null"]},
+            "enrolled_by": {"type": "string"},
+            "revoked_at": {"type": ["string", "null"]},
+            "revoked_by": {"type": "string"},
+        },
+    }
+    me = {"type": "object", "properties": {k: {"type": "string"} for k in ("name", "credential_id", "role")}}
+
+    def body(properties: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
+        schema: Schema = {"type": "object", "properties": properties, "required": list(required)}
+        return {"required": bool(required), "content": {"application/json": {"schema": schema}}}
+
+    def answer(description: str, schema: Schema) -> Schema:
+        return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+    changed = {
+        "200": answer("The credential as it is now", credential),
+        "404": answer("No such operator", error),
+    }
+    return {
+        "/api/v1/me": {
+            "get": op("The authenticated operator: name, credential, role", {"200": answer("Me", me)})
+        },
+        "/api/v1/operators": {
+            "get": op(
+                "Every operator's latest credential (admin)",
+                {
+                    "200": answer(
+                        "Operators",
+                        {
+                            "type": "object",
+                            "properties": {"operators": {"type": "array", "items": credential}},
+                        },
+                    )
+                },
+            ),
+            "post": op(
+                "Enrol an operator (admin); the answer holds its token, shown only now",
+                {
+                    "201": answer(
+                        "Enrolled",
+                        {
+                            **credential,
+                            "properties": {**credential["properties"], "token": {"type": "string"}},
+                        },
+                    ),
+                    "400": answer("A bad name or role", error),
+                    "409": answer("The name holds an active credential", error),
+                },
+                requestBody=body(
+                    {"name": {"type": "string"}, "role": {"type": "string", "enum": list(ROLES)}}, ("name",)
+                ),
+            ),
+        },
+        "/api/v1/operators/{name}/role": {
+            "post": op(
+                "Give an operator another role (admin)",
+                {**changed, "400": answer("A bad role", error)},
+                parameters=[name_param()],
+                requestBody=body({"role": {"type": "string", "enum": list(ROLES)}}, ("role",)),
+            )
+        },
+        "/api/v1/operators/{name}/revoke": {
+            "post": op(
+                "Revoke an operator's credential at once (admin)",
+                {**changed, "400": answer("A bad reason", error)},
+                parameters=[name_param()],
+                requestBody=body({"reason": {"type": "string"}}),
+            )
+        },
+        "/api/v1/operators/{name}": {
+            "delete": op(
+                "Revoke an operator's credential at once (admin)", changed, parameters=[name_param()]
+            )
+        },
+    }
