@@ -106,7 +106,7 @@ def approvals_cmd(db: str | None, server: str | None, show_all: bool, wide: bool
     for r in rows:
         row = [shown(r.id), shown(r.run_id) or "—", shown(r.kind), shown(r.title), _risk(r.risk)]
         if show_all:
-            row += [_outcome(r), shown(r.actor) or "—", when(r.requested_at), shown(r.identity) or "—",
+            row += [_outcome(r), _deciders(r), when(r.requested_at), shown(r.identity) or "—",
                     latency(r.latency_ms), str(len(r.refused))]  # fmt: skip
         else:
             left = (r.expires_at - now).total_seconds()
@@ -115,6 +115,14 @@ def approvals_cmd(db: str | None, server: str | None, show_all: bool, wide: bool
                 row.append(f"{len(r.votes)}/{r.quorum}" if r.quorum > 1 else "")
         cells.append(row)
     print_table("approval history" if show_all else "pending approvals", columns, cells, wide=wide)
+
+
+def _deciders(r: ApprovalRow) -> str:
+    """Everyone who decided: each voter of a quorum approval in order, then whoever ended it."""
+    names = list(r.votes)
+    if r.actor and r.actor not in names:
+        names.append(r.actor)
+    return ", ".join(shown(n) for n in names) or "—"
 
 
 def _risk(risk: str) -> str:
@@ -220,7 +228,7 @@ def _audit_table(rows: list[ApprovalRow], run_id: str | None, wide: bool) -> Non
             shown(r.run_id) or "—",
             shown(r.title),
             _outcome(r),
-            shown(r.actor) or "—",
+            _deciders(r),
             when(r.decided_at),
             shown(r.kind),
             _risk(r.risk),

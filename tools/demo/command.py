@@ -303,7 +303,8 @@ def _report(system: System, run_id: str) -> None:
         audit.add_column(col)
     for a in system.views.approval_history():
         latency = f"{a.latency_ms:.0f}" if a.latency_ms is not None else ""
-        audit.add_row(a.title, a.risk, a.payload_sha256[:12], a.decision or a.status, a.actor, latency)
+        by = [*a.votes, *([a.actor] if a.actor and a.actor not in a.votes else [])]
+        audit.add_row(a.title, a.risk, a.payload_sha256[:12], a.decision or a.status, ", ".join(by), latency)
     console.print(audit)
     result = system.log.verify()
     if result.ok:
