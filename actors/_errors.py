@@ -21,7 +21,11 @@ ActorsError
 │   │   └── NotAskPartyError                the caller is not the ask's target, or not its sender (403)
 │   ├── ControlQueueFullError           the run's control queue is at its bound (HTTP 429)
 │   ├── OperatorOnlyError               a run tried what only an operator may do (HTTP 403)
+│   ├── PermissionConflictError         a request id re-filed with other content (HTTP 409)
+│   ├── PermissionNotFoundError         an answer to a request never filed (also LookupError; HTTP 404)
 │   ├── RunAlreadyRegisteredError       create_run or /register on an existing run (HTTP 409)
+│   │   └── RunRevokedError                 the run's token was revoked: only a re-key revives it
+│   ├── RunNotEnrolledError             /register of a run no operator created (also PermissionError; 403)
 │   └── RunNotFoundError                no such run (also LookupError; HTTP 404)
 ├── ContentionError                 a stream kept changing under an actor's decisions
 ├── ControllerError                 the operator controller refused or failed an operation
@@ -365,6 +369,26 @@ class RunAlreadyRegisteredError(BrokerError):
         self.run_id = run_id
 
 
+class RunRevokedError(RunAlreadyRegisteredError):
+    """Raised when a run whose token was revoked registers again; an operator's re-key revives it."""
+
+    def __init__(self, run_id: str) -> None:
+        BrokerError.__init__(self, "run already registered: its token was revoked (an operator re-keys it)")
+        self.run_id = run_id
+
+
+class RunNotEnrolledError(BrokerError, PermissionError):
+    """Raised when a registration names a run that nobody created, where only created runs register.
+
+    On a server taking enrolled runs only, an operator or an enrolment credential creates a
+    run (and gets its token) before its agent registers with that token.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id!r} was not created by an operator or an enrolment credential")
+        self.run_id = run_id
+
+
 class ControlQueueFullError(BrokerError):
     """Raised when a run's undelivered control queue is at its bound; nothing was queued."""
 
@@ -404,6 +428,27 @@ class OperatorNotFoundError(OperatorError, LookupError):
 
 class OperatorValidationError(OperatorError, ValueError):
     """Raised when an operator's name, role or token is unusable; nothing is recorded."""
+
+
+class PermissionConflictError(BrokerError):
+    """Raised when a run files a request id it used before, with other content; nothing changes."""
+
+    def __init__(self, run_id: str, request_id: str) -> None:
+        super().__init__(
+            f"permission request {_quote(request_id)} of run {_quote(run_id)} was filed before with other "
+            "content: a request id names one request forever"
+        )
+        self.run_id = run_id
+        self.request_id = request_id
+
+
+class PermissionNotFoundError(BrokerError, LookupError):
+    """Raised when a run answers a permission request it never filed."""
+
+    def __init__(self, run_id: str, request_id: str) -> None:
+        super().__init__(f"run {_quote(run_id)} filed no permission request {_quote(request_id)}")
+        self.run_id = run_id
+        self.request_id = request_id
 
 
 class ControllerError(ActorsError):

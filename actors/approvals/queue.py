@@ -8,6 +8,7 @@ one outcome wins across threads, Systems and processes; losers hear ApprovalNotP
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import uuid
@@ -126,14 +127,22 @@ class ApprovalQueue:
         return self._await(approval, waiter, cancel)
 
     def submit(
-        self, request: ApprovalRequest, *, deadline: datetime | None = None, requested_by: str = ""
+        self,
+        request: ApprovalRequest,
+        *,
+        deadline: datetime | None = None,
+        requested_by: str = "",
+        approval_id: str = "",
     ) -> Approval:
         """Record and publish a request without waiting for its outcome (no on_requested hook).
 
         For requesters that are not blocked in this process, such as an agent that asked
-        over HTTP and will hear the answer on its control queue.
+        over HTTP and will hear the answer on its control queue. `approval_id` names the
+        approval (default: a fresh UUID); ApprovalValidationError if that approval exists.
         """
         approval = self._new_approval(request, deadline)
+        if approval_id:
+            approval = dataclasses.replace(approval, id=approval_id)
         meta = {"actor": requested_by or "runtime", "correlation_id": approval.run_id}
         quorum = self.quorum if request.requires_fleet_quorum else 1
         self._dir.ask(

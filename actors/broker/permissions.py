@@ -3,11 +3,16 @@
 A request becomes an approval (risk from the tool's name); the operator's decision reaches the
 run as a `permission_decision` message. A run's own answer decides only a request that needs no
 operator (`operator_decides`); on one that does, it is kept as a refused attempt.
+
+A request id names one request of its run forever: its approval's id is derived from the run
+and request ids, so filing it again finds that approval (the same content: nothing new; other
+content: refused), and an answer finds it however many requests came since.
 """
 
 from __future__ import annotations
 
 import contextlib
+import uuid
 from datetime import datetime
 
 from eventlog import Clock, Record
@@ -16,14 +21,23 @@ from projections import Views
 from .._errors import (
     ApprovalExpiredError,
     ApprovalNotPendingError,
+    ApprovalValidationError,
     OperatorOnlyError,
+    PermissionConflictError,
+    PermissionNotFoundError,
     QuorumPendingError,
     RunNotFoundError,
 )
-from ..approvals import ApprovalQueue, ApprovalRequest, needs_operator
+from ..approvals import ApprovalQueue, ApprovalRequest, needs_operator, payload_digest
 from .run_decider import RecordPermissionDecision, RequestPermission, RunState
 
 BEHAVIOR = {"approve": "allow", "reject": "deny", "expired": "deny"}
+_PERMISSIONS = uuid.UUID("6a1f6f0e-6b0c-4d7e-9a53-2f1c0b8d4e71")  # the namespace of their approval ids
+
+
+def permission_approval_id(run_id: str, request_id: str) -> str:
+    """The id of the approval of a run's permission request: the same for the same two ids, forever."""
+    return str(uuid.uuid5(_PERMISSIONS, f"{run_id}\n{request_id}"))
 
 
 class PermissionRelay:
@@ -44,11 +58,23 @@ class PermissionRelay:
         raise NotImplementedError
 
     def permission_request(
-        self, run_id: str, request_id: str, tool_name: str, description: str, input_preview: str
+        self,
+        run_id: str,
+        request_id: str,
+        tool_name: str,
+        description: str,
+        input_preview: str,
+        *,
+        file: bool = True,
     ) -> str:
-        """Relay a run's permission request to the approval gate; return the approval id."""
+        """Relay a run's permission request to the approval gate; return the approval id.
+
+        PermissionConflictError if the run filed this request id before with other content.
+        `file=False` records only the approval (for an answer to a request never filed).
+        """
         if not self.exists(run_id):
             raise RunNotFoundError(run_id)
+        approval_id = permission_approval_id(run_id, request_id)
         request = ApprovalRequest(
             kind="permission",
             title=(description.splitlines()[0][:120] if description else f"Use {tool_name or 'a tool'}"),
@@ -58,9 +84,30 @@ class PermissionRelay:
             tool_call_id=request_id,
             payload={"tool_name": tool_name, "description": description, "input_preview": input_preview},
         )
-        approval = self.approvals.submit(request, requested_by=f"run:{run_id}")
-        self._exec(run_id, RequestPermission(request_id, tool_name, description, input_preview, approval.id))
-        return approval.id
+        if self._filed_before(run_id, request_id, approval_id, request):
+            return approval_id
+        try:
+            self.approvals.submit(request, requested_by=f"run:{run_id}", approval_id=approval_id)
+        except ApprovalValidationError:
+            # Filed meanwhile by another call (or process): the same content is the same request.
+            if self._filed_before(run_id, request_id, approval_id, request):
+                return approval_id
+            raise
+        if file:
+            self._exec(
+                run_id, RequestPermission(request_id, tool_name, description, input_preview, approval_id)
+            )
+        return approval_id
+
+    def _filed_before(self, run_id: str, request_id: str, approval_id: str, request: ApprovalRequest) -> bool:
+        """Whether this request id was filed already with this content (PermissionConflictError
+        if with other content): a re-filed request changes nothing and gets no second answer."""
+        row = self.views.approval(approval_id)
+        if row is None:
+            return False
+        if row.payload_sha256 != payload_digest(request.payload) or row.risk != request.risk:
+            raise PermissionConflictError(run_id, request_id)
+        return True
 
     def permission_decision(self, run_id: str, request_id: str, behavior: str, actor: str = "") -> None:
         """HTTP /permission: the run's answer to its own request (allow → approve, else reject).
@@ -72,11 +119,23 @@ class PermissionRelay:
         state = self._state(run_id)
         if not state.exists:
             raise RunNotFoundError(run_id)
-        approval_id = next((a for r, a in reversed(state.permissions) if r == request_id), "")
+        approval_id = permission_approval_id(run_id, request_id)
+        row = self.views.approval(approval_id)
+        if row is None:  # a request filed before approval ids were derived from request ids
+            approval_id = next((a for r, a in reversed(state.permissions) if r == request_id), "")
+            row = self.views.approval(approval_id) if approval_id else None
+        if row is None:
+            # An answer to a request never filed (the seed records it as given). It claims the
+            # request id, so that filing it afterwards with a tool is a conflict, never a way
+            # to have `allow` queued before the operator saw the request.
+            approval_id = permission_approval_id(run_id, request_id)
+            self.permission_request(run_id, request_id, "", "", "", file=False)
+            row = self.views.approval(approval_id)
+            if row is None:
+                raise PermissionNotFoundError(run_id, request_id)
         actor = actor or f"run:{run_id}"
         decision = "approve" if behavior == "allow" else "reject"
-        row = self.views.approval(approval_id) if approval_id else None
-        if row is not None and needs_operator(row.risk, self.operator_decides):
+        if needs_operator(row.risk, self.operator_decides) or row.requires_fleet_quorum:
             policy = self.operator_decides
             reason = f"only an operator decides a {row.risk}-risk request (operator-decides {policy})"
             asked = f"{reason}; the run asked {behavior!r}"
@@ -86,20 +145,17 @@ class PermissionRelay:
                 told, by, at = outcome
                 self._exec(run_id, RecordPermissionDecision(request_id, told, approval_id, by, at))
             raise OperatorOnlyError(f"{reason}: the answer is recorded as a refused attempt")
-        if approval_id:
-            # Decided before, or past its deadline: the approval's recorded outcome is the
-            # answer (this attempt stays in its history as refused), not the behaviour asked.
-            with contextlib.suppress(ApprovalNotPendingError, ApprovalExpiredError):
-                try:
-                    self.approvals.resolve(approval_id, decision, actor)
-                except QuorumPendingError:
-                    return  # one vote of several: recorded once the quorum is reached
-            outcome = self._approval_behavior(approval_id)
-            if outcome is not None:
-                behavior, actor, at = outcome
-                self._exec(run_id, RecordPermissionDecision(request_id, behavior, approval_id, actor, at))
-                return
-        self._exec(run_id, RecordPermissionDecision(request_id, behavior, "", actor, self.clock.now()))
+        # Decided before, or past its deadline: the approval's recorded outcome is the answer
+        # (this attempt stays in its history as refused), not the behaviour asked.
+        with contextlib.suppress(ApprovalNotPendingError, ApprovalExpiredError):
+            try:
+                self.approvals.resolve(approval_id, decision, actor)
+            except QuorumPendingError:
+                return  # one vote of several: recorded once the quorum is reached
+        outcome = self._approval_behavior(approval_id)
+        if outcome is not None:
+            behavior, actor, at = outcome
+            self._exec(run_id, RecordPermissionDecision(request_id, behavior, approval_id, actor, at))
 
     def approval_decided(self, approval_id: str) -> None:
         """Propagate a permission approval's outcome to its run (idempotent; any process may call)."""

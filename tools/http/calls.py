@@ -21,6 +21,8 @@ from actors import (
     ContentionError,
     ControlQueueFullError,
     OperatorOnlyError,
+    PermissionConflictError,
+    PermissionNotFoundError,
     RunAlreadyRegisteredError,
     RunNotFoundError,
 )
@@ -58,8 +60,10 @@ def refusal(e: Exception, missing: tuple[int, str | None] = (404, "run not found
         return WireError(status, message if message is not None else str(e))
     if isinstance(e, OperatorOnlyError):
         return WireError(403, str(e), as_json=True)
-    if isinstance(e, RunAlreadyRegisteredError):
+    if isinstance(e, RunAlreadyRegisteredError | PermissionConflictError):
         return WireError(409, str(e))
+    if isinstance(e, PermissionNotFoundError):
+        return WireError(404, str(e))
     if isinstance(e, ControlQueueFullError):
         return WireError(429, str(e))
     if isinstance(e, ContentionError):
