@@ -66,6 +66,12 @@ def seed_quorum_approvals(db: str, *titles: str) -> list[str]:
     return ids
 
 
+def create_run(db: str, run_id: str) -> str:
+    """A run created on the database before the server starts, as an orchestrator would; its token."""
+    with System.open(db, scheduler=False) as system:
+        return system.broker.register(run_id)
+
+
 @contextmanager
 def served(db: str, bootstrap: str | None, *args: str) -> Iterator[ServerProcess]:
     """`flightlog serve` over `db`, stopped (and its output complete) when the block ends."""

@@ -25,6 +25,7 @@ from tests.conftest import drop_pg_schema, new_pg_schema, pg_schema_url, pg_unav
 from tests.identity_helpers import (
     ConsoleSession,
     bearer,
+    create_run,
     enrol,
     flightlog,
     history_row,
@@ -186,8 +187,8 @@ def test_a_viewer_reads_but_its_decision_is_refused_and_kept_in_the_audit_trail(
 
 def test_an_approver_may_not_push_control_and_an_admin_may(tmp_path):
     f = fleet(tmp_path, {"alice": "approver", "carol": "admin"})
+    run_token = create_run(f.db, "web")
     with served(f.db, f.bootstrap) as server:
-        run_token = server.client.post("/register", json={"run_id": "web"}).json()["token"]
         alice, carol = f.tokens["alice"], f.tokens["carol"]
         control = {"type": "pause", "payload": {"why": "test"}}
         wire_push = {"run_id": "web", "type": "pause", "id": "m-wire"}
@@ -289,9 +290,9 @@ def _guess(server: ServerProcess, door: str, token: str) -> httpx.Response:
 @pytest.mark.parametrize("door", ["bearer", "login"])
 def test_guessing_operator_tokens_is_throttled_even_for_the_right_one(tmp_path, door):
     db = new_db(tmp_path / "guess.db")
+    run_token = create_run(db, "agent")
     bootstrap = strong_token()
     with served(db, bootstrap) as server:
-        run_token = server.client.post("/register", json={"run_id": "agent"}).json()["token"]
         guesses = [secrets.token_hex(32) for _ in range(GUESSES)]
         answers = [_guess(server, door, token) for token in guesses]
         statuses = [a.status_code for a in answers]
@@ -312,7 +313,6 @@ def test_guessing_operator_tokens_is_throttled_even_for_the_right_one(tmp_path, 
         assert server.client.post("/report", json=report).status_code == 200
         heartbeat = {"run_id": "agent", "token": run_token}
         assert server.client.post("/heartbeat", json=heartbeat).status_code == 200
-        assert server.client.post("/register", json={"run_id": "later"}).status_code == 200
     output = server.output()
     assert len([line for line in server.stderr if BLOCK_LINE in line]) == 1, output
     for token in [*guesses, bootstrap, run_token]:
@@ -321,9 +321,9 @@ def test_guessing_operator_tokens_is_throttled_even_for_the_right_one(tmp_path, 
 
 def test_wrong_run_tokens_do_not_block_operators(tmp_path):
     db = new_db(tmp_path / "runs.db")
+    create_run(db, "agent")
     bootstrap = strong_token()
     with served(db, bootstrap) as server:
-        server.client.post("/register", json={"run_id": "agent"})
         for _ in range(GUESSES):
             wrong = {"run_id": "agent", "token": secrets.token_hex(16), "state": "working"}
             assert server.client.post("/report", json=wrong).status_code in (401, 403)
