@@ -38,10 +38,12 @@ from projections import FinishStatus, RunRow, Views
 from projections.runs import registry_order
 
 from .calls import call
+from .console_reads import voters
 from .fork_routes import ForkRoutes
 from .integrity import Integrity
 from .operator_admin import OperatorAdminRoutes
 from .principals import Handler, Operator, OperatorAuth
+from .run_admin import RunAdminRoutes
 from .views import ViewRoutes
 from .wire import (
     Endpoint,
@@ -76,6 +78,7 @@ class OperatorRoutes:
         return [
             *ViewRoutes(self.system, reads).routes(),  # before /runs/{run_id:path} takes them
             *self.operators.routes(),
+            *RunAdminRoutes(self.system, self.auth).routes(),  # before /runs/{run_id:path} takes them
             route("/api/v1/runs", "GET", self.runs, READ),
             route("/api/v1/runs/{run_id:path}/control", "POST", self.push_control, CONTROL),
             route("/api/v1/runs/{run_id:path}/fork", "POST", self.forks.fork, CONTROL),
@@ -125,8 +128,14 @@ class OperatorRoutes:
         return json_response({"approvals": [a.to_dict() for a in pending]})
 
     async def history(self, request: Request) -> Response:
-        rows = await run_in_threadpool(self.system.views.approval_history)
-        return json_response({"approvals": [row.to_dict() for row in rows]})
+        def load() -> list[dict[str, Any]]:
+            # A quorum approval names each voter with the credential that cast the vote.
+            return [
+                {**row.to_dict(), "voters": voters(self.system, row.id)} if row.votes else row.to_dict()
+                for row in self.system.views.approval_history()
+            ]
+
+        return json_response({"approvals": await run_in_threadpool(load)})
 
     async def decide(self, request: Request) -> Response:
         approval_id = request.path_params["approval_id"]
@@ -257,9 +266,13 @@ def run_summary(view: RunView) -> dict[str, Any]:
 
 
 def run_detail(view: RunView) -> dict[str, Any]:
-    """The summary plus the queue, reports, finishes, replies and permission requests."""
+    """The summary plus who created the run, the queue, reports, finishes, replies and permission requests."""
     return {
         **run_summary(view),
+        "origin": view.origin,
+        "created_by": view.created_by,
+        "created_by_credential": view.created_by_credential,
+        "token_revoked": view.revoked,
         "control_queue": [m.to_json() for m in view.control_queue],
         "reports": [r.to_json() for r in view.reports],
         "finishes": [f.to_json() for f in view.finishes],

@@ -23,7 +23,16 @@ from actors import (
 from actors.operators import MANAGE, READ, ROLES, Credential
 
 from .principals import Handler, Operator, OperatorAuth
-from .wire import Endpoint, WireError, json_error, json_response, parse_object, read_body, string_field
+from .wire import (
+    Endpoint,
+    WireError,
+    by_method,
+    json_error,
+    json_response,
+    parse_object,
+    read_body,
+    string_field,
+)
 
 MAX_REASON = 500
 Schema = dict[str, Any]
@@ -42,8 +51,19 @@ class OperatorAdminRoutes:
 
         return [
             route("/api/v1/me", "GET", self.me, READ),
-            route("/api/v1/operators", "GET", self.list),
-            route("/api/v1/operators", "POST", self.enrol),
+            Route(
+                "/api/v1/operators",
+                Endpoint(
+                    by_method(
+                        {
+                            "GET": self.auth.guard(self.list, MANAGE),
+                            "POST": self.auth.guard(self.enrol, MANAGE),
+                        }
+                    ),
+                    ("GET", "POST"),
+                    json_error,
+                ),
+            ),
             route("/api/v1/operators/{name}/role", "POST", self.set_role),
             route("/api/v1/operators/{name}/revoke", "POST", self.revoke),
             route("/api/v1/operators/{name}", "DELETE", self.revoke),

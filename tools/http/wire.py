@@ -92,6 +92,16 @@ class NoResponse(Response):
         return None
 
 
+def by_method(handlers: Mapping[str, Handler]) -> Handler:
+    """One handler per method of one path (an Endpoint takes every method of its path, so two
+    routes of one path would shadow each other): give it `methods=handlers.keys()`."""
+
+    async def dispatch(request: Request) -> Response:
+        return await handlers[request.method](request)
+
+    return dispatch
+
+
 class Endpoint:
     """One path as an ASGI app: the method guard, then the handler; errors rendered by `render`.
 
