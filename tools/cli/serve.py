@@ -101,14 +101,17 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
 
 
 def _log_storage_incidents() -> None:
-    """Storage incidents (a full disk, a read-only file; and when they clear) go to stderr, one line each."""
-    storage = logging.getLogger("flightlog.storage")
-    if not storage.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        storage.addHandler(handler)
-        storage.setLevel(logging.WARNING)
-        storage.propagate = False
+    """Storage incidents (a full disk, a read-only file; and when they clear) and security incidents
+    (an address blocked for guessing operator tokens; and when the block ends) go to stderr, one
+    line each."""
+    for name in ("flightlog.storage", "flightlog.security"):
+        incidents = logging.getLogger(name)
+        if not incidents.handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            incidents.addHandler(handler)
+            incidents.setLevel(logging.WARNING)
+            incidents.propagate = False
 
 
 def _open_verified(db: str, allow_tampered: bool) -> tuple[EventLog, Integrity]:
