@@ -13,12 +13,15 @@ import httpx
 import pytest
 
 from actors import System
+from actors.operators import APPROVER
 from eventlog import ManualClock
 from tools.http.app import create_app
 
 OPERATOR_TOKEN = "operator-0123456789abcdef-secret"
 OPERATOR_DIGEST = hashlib.sha256(OPERATOR_TOKEN.encode()).hexdigest()
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+# The bootstrap token's credential: the admin named `bootstrap`, credential id `bootstrap`.
+BOOTSTRAP = "bootstrap"
 BASE = "http://flightlog.test"
 # What an agent sends with every body, raw ones too (the wire protocol takes only JSON).
 AGENT_HEADERS = {"Content-Type": "application/json"}
@@ -42,6 +45,15 @@ class PortalTransport(httpx.BaseTransport):
         return self._portal.call(roundtrip)
 
 
+def operator_token(name: str) -> str:
+    """The fixed token the tests give operator `name`: 64 hex digits, distinct per name."""
+    return hashlib.sha256(f"flightlog-test-operator:{name}".encode()).hexdigest()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
 @pytest.fixture
 def portal() -> Iterator[anyio.from_thread.BlockingPortal]:
     with anyio.from_thread.start_blocking_portal() as p:
@@ -53,6 +65,31 @@ def system(tmp_path, clock: ManualClock) -> Iterator[System]:
     # No scheduler thread: deadlines fire only when a test moves the clock and ticks.
     with System.open(tmp_path / "flightlog.db", clock=clock, scheduler=False) as s:
         yield s
+
+
+@pytest.fixture
+def operator(system: System) -> Callable[..., dict[str, str]]:
+    """Enrol operator `name` with `role` (once per test) and return the headers of their token.
+
+    Each name gets its own credential, so two names are two people to a quorum; the recorded
+    identity of their decisions is `system.operators.get(name).credential_id`.
+    """
+    enrolled: dict[str, dict[str, str]] = {}
+
+    def enrol(name: str, role: str = APPROVER) -> dict[str, str]:
+        if name not in enrolled:
+            system.operators.enrol(name, role, by="tests", token=operator_token(name))
+            enrolled[name] = bearer(operator_token(name))
+        return enrolled[name]
+
+    return enrol
+
+
+def credential_id(system: System, name: str) -> str:
+    """The credential id of operator `name`, as decisions record it in `identity`."""
+    credential = system.operators.get(name)
+    assert credential is not None, f"{name} is not enrolled"
+    return credential.credential_id
 
 
 @pytest.fixture

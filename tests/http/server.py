@@ -13,8 +13,21 @@ from pathlib import Path
 
 import httpx
 
+from actors import System
+from actors.operators import APPROVER
+
+from .conftest import bearer, operator_token
+
 LISTENING = re.compile(r"flightlog: listening on (http://127\.0\.0\.1:(\d+))")
 STARTUP_TIMEOUT = 60.0
+
+
+def enrol(db: Path | str, name: str, role: str = APPROVER) -> str:
+    """Enrol operator `name` with the tests' token for it on `db` (a file or a URL), as
+    `flightlog operators add DB` does, running server or not; the credential id."""
+    with System.open(str(db), scheduler=False) as system:
+        credential, _ = system.operators.enrol(name, role, by="tests", token=operator_token(name))
+    return credential.credential_id
 
 
 class ServerProcess:
@@ -24,6 +37,8 @@ class ServerProcess:
     """
 
     def __init__(self, db: Path | str, operator_token: str | None, args: tuple[str, ...] = ()) -> None:
+        self.db = db
+        self.credentials: dict[str, str] = {}  # operator name -> credential id, of those enrolled here
         env = {k: v for k, v in os.environ.items() if k != "FLIGHTLOG_OPERATOR_TOKEN"}
         env["PYTHONUNBUFFERED"] = "1"
         if operator_token is not None:
@@ -54,6 +69,15 @@ class ServerProcess:
         self.client = httpx.Client(
             base_url=self.url, timeout=30, headers={"Content-Type": "application/json"}
         )
+
+    def enrol(self, name: str, role: str = APPROVER) -> dict[str, str]:
+        """Enrol operator `name` on the server's database; the headers of their token.
+
+        Each name gets its own credential, as each person deciding has their own token; its
+        id is kept in `credentials`. The server sees the enrolment from its next request on.
+        """
+        self.credentials[name] = enrol(self.db, name, role)
+        return bearer(operator_token(name))
 
     def _read(self, stream, lines: list[str], announce: bool) -> None:
         for raw in stream:

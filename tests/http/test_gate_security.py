@@ -12,7 +12,7 @@ import pytest
 
 from actors import OPERATOR_CONTROL_TYPES
 
-from .conftest import OPERATOR, POST_ONLY, assert_json, head
+from .conftest import OPERATOR, POST_ONLY, assert_json, credential_id, head
 
 FORGED = {"request_id": "deployer-perm-2", "behavior": "allow"}
 
@@ -157,16 +157,17 @@ def test_a_run_cannot_approve_its_own_high_risk_request(client, register, system
     assert poll(client, "deployer", token) == []  # the run heard no decision
 
 
-def test_the_sidecar_flow_operator_approves_and_the_run_hears_it(client, register, system):
+def test_the_sidecar_flow_operator_approves_and_the_run_hears_it(client, register, system, operator):
     """permission request → the operator approves over the API → the run polls permission_decision."""
+    alice = operator("alice")
     token = register("deployer")
     approval_id = ask(client, token, "deployer", "perm-1", "bash")
     told = threading.Event()
     unsubscribe = system.broker.on_control("deployer", told.set)
     try:
-        response = client.post(f"/api/v1/approvals/{approval_id}/approve", json={"actor": "alice"},
-                               headers=OPERATOR)  # fmt: skip
-        assert assert_json(response)["actor"] == "alice"
+        response = client.post(f"/api/v1/approvals/{approval_id}/approve", json={}, headers=alice)
+        decided = assert_json(response)
+        assert (decided["actor"], decided["identity"]) == ("alice", credential_id(system, "alice"))
         assert told.wait(10)  # the follower carries the outcome to the run
     finally:
         unsubscribe()

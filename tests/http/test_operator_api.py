@@ -9,7 +9,7 @@ from openapi_spec_validator import validate
 
 from actors import ApprovalRequest, ControlMessage
 
-from .conftest import OPERATOR, head
+from .conftest import BOOTSTRAP, OPERATOR, credential_id, head
 
 OPERATOR_PATHS = [
     ("GET", "/api/v1/runs"),
@@ -28,8 +28,9 @@ def ask_permission(client, token: str, run_id: str, request_id: str, tool: str =
     assert client.post("/permission_request", json=body).status_code == 200
 
 
-def decide(client, approval_id: str, decision: str, actor: str = "alice"):
-    return client.post(f"/api/v1/approvals/{approval_id}/{decision}", json={"actor": actor}, headers=OPERATOR)
+def decide(client, approval_id: str, decision: str, headers: dict[str, str], body: object = None):
+    """Decide with the credential of `headers`; the body names no actor unless given."""
+    return client.post(f"/api/v1/approvals/{approval_id}/{decision}", json=body or {}, headers=headers)
 
 
 # -- auth -----------------------------------------------------------------------------------
@@ -139,7 +140,8 @@ def test_operator_control_errors(client, register, system):
 # -- approvals ------------------------------------------------------------------------------
 
 
-def test_pending_approvals_oldest_first_and_history(client, register, system, clock):
+def test_pending_approvals_oldest_first_and_history(client, register, system, clock, operator):
+    alice = operator("alice")
     a = register("a")
     ask_permission(client, a, "a", "r1")
     clock.advance(1)
@@ -147,29 +149,30 @@ def test_pending_approvals_oldest_first_and_history(client, register, system, cl
     pending = client.get("/api/v1/approvals", headers=OPERATOR).json()["approvals"]
     assert [p["tool_call_id"] for p in pending] == ["r1", "r2"]
     assert [p["risk"] for p in pending] == ["high", "low"]
-    assert decide(client, pending[0]["id"], "reject").status_code == 200
+    assert decide(client, pending[0]["id"], "reject", alice).status_code == 200
     assert [
         p["tool_call_id"] for p in client.get("/api/v1/approvals", headers=OPERATOR).json()["approvals"]
     ] == ["r2"]
     history = client.get("/api/v1/approvals/history", headers=OPERATOR).json()["approvals"]
     assert [(h["tool_call_id"], h["status"]) for h in history] == [("r1", "reject"), ("r2", "pending")]
-    assert (history[0]["actor"], history[0]["identity"]) == ("alice", "operator-token")
+    assert (history[0]["actor"], history[0]["identity"]) == ("alice", credential_id(system, "alice"))
 
 
-def test_approving_a_permission_tells_the_run(client, register, system):
+def test_approving_a_permission_tells_the_run(client, register, system, operator):
+    alice = operator("alice")
     a = register("a")
     ask_permission(client, a, "a", "r1")
     told = threading.Event()
     unsubscribe = system.broker.on_control("a", told.set)
     (approval,) = system.approvals.pending()
-    response = decide(client, approval.id, "approve")
+    response = decide(client, approval.id, "approve", alice)
     body = response.json()
     assert response.status_code == 200
     assert (body["approval_id"], body["decision"], body["actor"], body["identity"]) == (
         approval.id,
         "approve",
         "alice",
-        "operator-token",
+        credential_id(system, "alice"),
     )
     assert body["at"].endswith("Z")
     # The follower carries the outcome to the run, which hears it on its control queue.
@@ -180,66 +183,150 @@ def test_approving_a_permission_tells_the_run(client, register, system):
     assert system.broker.get_run("a").permission_decisions == {"r1": "allow"}
 
 
-def test_a_second_decision_is_409_with_the_outcome(client, register, system):
+def test_a_second_decision_is_409_with_the_outcome(client, register, system, operator):
     a = register("a")
     ask_permission(client, a, "a", "r1")
     (approval,) = system.approvals.pending()
-    assert decide(client, approval.id, "reject").status_code == 200
-    response = decide(client, approval.id, "approve", actor="bob")
+    assert decide(client, approval.id, "reject", operator("alice")).status_code == 200
+    response = decide(client, approval.id, "approve", operator("bob"))
     assert response.status_code == 409
     assert response.json()["decision"] == "reject"
 
 
-def test_an_unknown_approval_is_404(client):
-    response = decide(client, "no-such-approval", "approve")
+def test_an_unknown_approval_is_404(client, operator):
+    response = decide(client, "no-such-approval", "approve", operator("alice"))
     assert (response.status_code, response.json()) == (404, {"error": "approval not found"})
 
 
-def test_an_unknown_decision_is_404(client, register, system):
+def test_an_unknown_decision_is_404(client, register, system, operator):
     a = register("a")
     ask_permission(client, a, "a", "r1")
     (approval,) = system.approvals.pending()
-    assert decide(client, approval.id, "maybe").status_code == 404
+    assert decide(client, approval.id, "maybe", operator("alice")).status_code == 404
     assert system.approvals.pending() == [approval]
 
 
-def test_a_decision_after_the_deadline_is_409_with_the_expiry(client, register, system, clock):
+def test_a_decision_after_the_deadline_is_409_with_the_expiry(client, register, system, clock, operator):
     a = register("a")
     ask_permission(client, a, "a", "r1")
     (approval,) = system.approvals.pending()
     clock.advance(system.approvals.timeout + 1)
-    response = decide(client, approval.id, "approve")
+    response = decide(client, approval.id, "approve", operator("alice"))
     body = response.json()
     assert response.status_code == 409
     assert body["decision"] == "expired"
     assert body["expires_at"] == approval.expires_at.isoformat().replace("+00:00", "Z")
 
 
-def test_a_quorum_approval_answers_202_until_the_quorum(client, system):
-    approval = system.approvals.submit(
+def quorum_approval(system):
+    return system.approvals.submit(
         ApprovalRequest("deploy", "Deploy", "to prod", "high", requires_fleet_quorum=True), requested_by="ci"
     )
-    first = decide(client, approval.id, "approve", actor="alice")
+
+
+def test_a_quorum_approval_answers_202_until_the_quorum(client, system, operator):
+    approval = quorum_approval(system)
+    alice, bob = operator("alice"), operator("bob")
+    first = decide(client, approval.id, "approve", alice)
     assert (first.status_code, first.json()["votes"], first.json()["needed"]) == (202, 1, 2)
-    assert decide(client, approval.id, "approve", actor="alice").status_code == 409  # the same actor again
-    second = decide(client, approval.id, "approve", actor="bob")
+    assert decide(client, approval.id, "approve", alice).status_code == 409  # the same credential again
+    second = decide(client, approval.id, "approve", bob)
     assert (second.status_code, second.json()["decision"]) == (200, "approve")
+    votes = [(e.data["actor"], e.data["identity"]) for e in _events(system, approval.id, "ApprovalVoted")]
+    assert votes == [("alice", credential_id(system, "alice")), ("bob", credential_id(system, "bob"))]
 
 
-@pytest.mark.parametrize(
-    "body", [{}, {"actor": ""}, {"actor": 5}, {"actor": "a\nb"}, {"actor": "x" * 201}, None]
-)
-def test_a_decision_needs_an_actor(client, register, system, body):
+def test_one_token_cannot_cast_both_votes_of_a_quorum_under_two_names(client, system, operator):
+    approval = quorum_approval(system)
+    alice = operator("alice")
+    first = decide(client, approval.id, "approve", alice, {"actor": "alice"})  # naming oneself is fine
+    assert first.status_code == 202
+    before = head(system)
+    # Alice's token cannot vote again as "bob": the body may only repeat the authenticated name...
+    as_bob = decide(client, approval.id, "approve", alice, {"actor": "bob"})
+    assert as_bob.status_code == 403
+    assert "not the authenticated operator 'alice'" in as_bob.json()["error"]
+    assert head(system) == before
+    # ... and without a name it is alice's second vote, which a quorum refuses (and records).
+    again = decide(client, approval.id, "approve", alice)
+    assert again.status_code == 409
+    assert system.approvals.pending() == [approval]
+    (refused,) = _events(system, approval.id, "ApprovalDecisionRefused")
+    assert (refused.data["actor"], refused.data["identity"]) == ("alice", credential_id(system, "alice"))
+
+
+def test_the_bootstrap_token_decides_as_bootstrap_and_counts_once(client, system, operator):
+    approval = quorum_approval(system)
+    first = decide(client, approval.id, "approve", OPERATOR)
+    assert first.status_code == 202
+    # The bootstrap admin is one credential whatever name it types.
+    impersonation = decide(client, approval.id, "approve", OPERATOR, {"actor": "alice"})
+    assert impersonation.status_code == 403
+    assert decide(client, approval.id, "approve", OPERATOR).status_code == 409
+    second = decide(client, approval.id, "approve", operator("alice"))
+    assert second.status_code == 200
+    voted = _events(system, approval.id, "ApprovalVoted")
+    assert [(e.data["actor"], e.data["identity"]) for e in voted] == [
+        (BOOTSTRAP, BOOTSTRAP),
+        ("alice", credential_id(system, "alice")),
+    ]
+
+
+def test_a_viewer_cannot_decide(client, register, system, operator):
     a = register("a")
     ask_permission(client, a, "a", "r1")
     (approval,) = system.approvals.pending()
+    response = decide(client, approval.id, "approve", operator("vera", "viewer"))
+    assert response.status_code == 403
+    assert system.approvals.pending() == [approval]
+    # The attempt is kept in the audit trail under the viewer's credential, apart from decisions.
+    assert _events(system, approval.id, "ApprovalDecided") == []
+    (attempt,) = _events(system, approval.id, "ApprovalAttemptRefused")
+    assert attempt.data["actor"] == f"vera ({credential_id(system, 'vera')})"
+
+
+@pytest.mark.parametrize("body", [None, {}, {"actor": ""}, {"actor": None}, {"actor": "alice"}])
+def test_a_decision_is_the_authenticated_operators(client, register, system, operator, body):
+    a = register("a")
+    ask_permission(client, a, "a", "r1")
+    (approval,) = system.approvals.pending()
+    path = f"/api/v1/approvals/{approval.id}/approve"
+    response = client.post(path, json=body, headers=operator("alice"))  # None: no body at all
+    assert response.status_code == 200, response.text
+    decided = response.json()
+    assert (decided["actor"], decided["identity"]) == ("alice", credential_id(system, "alice"))
+
+
+@pytest.mark.parametrize("actor", ["bob", "a\nb", "x" * 201, BOOTSTRAP])
+def test_a_decision_naming_another_actor_is_403(client, register, system, operator, actor):
+    a = register("a")
+    ask_permission(client, a, "a", "r1")
+    (approval,) = system.approvals.pending()
+    alice = operator("alice")
     before = head(system)
-    response = client.post(f"/api/v1/approvals/{approval.id}/approve", json=body, headers=OPERATOR)
+    response = decide(client, approval.id, "approve", alice, {"actor": actor})
+    assert response.status_code == 403
+    assert head(system) == before
+    assert system.approvals.pending() == [approval]
+
+
+@pytest.mark.parametrize("body", [{"actor": 5}, {"actor": ["alice"]}, ["alice"]])
+def test_a_malformed_decision_body_is_400(client, register, system, operator, body):
+    a = register("a")
+    ask_permission(client, a, "a", "r1")
+    (approval,) = system.approvals.pending()
+    alice = operator("alice")
+    before = head(system)
+    response = client.post(f"/api/v1/approvals/{approval.id}/approve", json=body, headers=alice)
     assert response.status_code == 400
     assert head(system) == before
 
 
-def test_a_malformed_decision_body_is_400(client):
+def _events(system, approval_id: str, type_: str) -> list:
+    return [r for r in system.log.read(f"approval-{approval_id}") if r.type == type_]
+
+
+def test_an_unparsable_decision_body_is_400(client):
     assert client.post("/api/v1/approvals/x/approve", content=b"{", headers=OPERATOR).status_code == 400
 
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
-from .conftest import OPERATOR, OPERATOR_TOKEN
+from .conftest import OPERATOR_TOKEN
 from .server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -88,11 +88,11 @@ def test_the_sidecar_flow_byte_for_byte(server):
         assert "only an operator decides" in orjson.loads(body)["error"]
         assert agent.post("/poll-control", creds) == (200, b"null\n")
         # ... the operator does, and the agent hears it on its next poll.
-        (pending,) = server.client.get("/api/v1/approvals", headers=OPERATOR).json()["approvals"]
-        decided = server.client.post(
-            f"/api/v1/approvals/{pending['id']}/approve", json={"actor": "alice"}, headers=OPERATOR
-        )
+        alice = server.enrol("alice")
+        (pending,) = server.client.get("/api/v1/approvals", headers=alice).json()["approvals"]
+        decided = server.client.post(f"/api/v1/approvals/{pending['id']}/approve", headers=alice)
         assert decided.status_code == 200, decided.text
+        assert (decided.json()["actor"], decided.json()["identity"]) == ("alice", server.credentials["alice"])
         deadline = time.monotonic() + 30
         while True:  # each poll waits up to 2 s for the follower to carry the outcome
             status, body = agent.post("/poll-control", creds)

@@ -21,8 +21,8 @@ import pytest
 from eventlog import Record, open_log
 from tests.conftest import drop_pg_schema, new_pg_schema, pg_schema_url, pg_unavailable, require_or_skip
 
-from .conftest import OPERATOR, OPERATOR_TOKEN
-from .server import ServerProcess
+from .conftest import OPERATOR, OPERATOR_TOKEN, bearer, operator_token
+from .server import ServerProcess, enrol
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -55,6 +55,13 @@ def serve(database: str) -> Iterator[Callable[..., ServerProcess]]:
     yield start
     for server in started:
         server.close()
+
+
+@pytest.fixture
+def people(database: str) -> dict[str, tuple[dict[str, str], str]]:
+    """alice and bob, approvers each with their own token, enrolled on the database before
+    either server starts: name -> (their token's headers, their credential id)."""
+    return {name: (bearer(operator_token(name)), enrol(database, name)) for name in ("alice", "bob")}
 
 
 @pytest.fixture
@@ -104,10 +111,9 @@ def operator_get(server: ServerProcess, path: str) -> Any:
     return response.json()
 
 
-def decide(server: ServerProcess, approval_id: str, decision: str, actor: str) -> httpx.Response:
-    return server.client.post(
-        f"/api/v1/approvals/{approval_id}/{decision}", json={"actor": actor}, headers=OPERATOR
-    )
+def decide(server: ServerProcess, approval_id: str, decision: str, headers: dict[str, str]) -> httpx.Response:
+    """A decision with the credential of `headers`; the server records whose it is."""
+    return server.client.post(f"/api/v1/approvals/{approval_id}/{decision}", headers=headers)
 
 
 def poll_until(server: ServerProcess, run_id: str, token: str, kind: str) -> list[dict[str, Any]]:
@@ -153,7 +159,7 @@ def test_a_run_registered_on_one_server_works_through_the_other(servers, databas
     assert types == ["RunRegistered", "RunReported", "RunHeartbeat", "RunRegistrationRefreshed"]
 
 
-def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(servers, database):
+def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(people, servers, database):
     a, b = servers
     token = register(a, "agent")
     with ThreadPoolExecutor(1) as pool:
@@ -166,9 +172,11 @@ def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(ser
             lambda: [p["id"] for p in operator_get(b, "/api/v1/approvals")["approvals"]] == [approval_id],
             "B lists the approval requested on A",
         )
-        decided = decide(b, approval_id, "approve", "bob")
+        bob, bob_id = people["bob"]
+        decided = decide(b, approval_id, "approve", bob)
         assert decided.status_code == 200, decided.text
         assert (decided.json()["decision"], decided.json()["actor"]) == ("approve", "bob")
+        assert decided.json()["identity"] == bob_id
         messages = waiter.result(timeout=TIMEOUT + 5)
     notices = [m for m in messages if m["type"] == "permission_decision"]
     assert [(m["id"], m["payload"]) for m in notices] == [
@@ -188,7 +196,7 @@ def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(ser
     ]
 
 
-def test_decisions_racing_through_both_servers_resolve_each_approval_once(servers, database):
+def test_decisions_racing_through_both_servers_resolve_each_approval_once(people, servers, database):
     a, b = servers
     token = register(a, "racer")
     for i in range(RACES):
@@ -202,8 +210,9 @@ def test_decisions_racing_through_both_servers_resolve_each_approval_once(server
     gate = threading.Barrier(2 * RACES)
 
     def race(server: ServerProcess, approval_id: str, decision: str, actor: str) -> httpx.Response:
+        headers, _ = people[actor]
         gate.wait(TIMEOUT)
-        return decide(server, approval_id, decision, actor)
+        return decide(server, approval_id, decision, headers)
 
     with ThreadPoolExecutor(2 * RACES) as pool:
         on_a = {i: pool.submit(race, a, i, "approve", "alice") for i in ids}
@@ -245,6 +254,11 @@ def test_decisions_racing_through_both_servers_resolve_each_approval_once(server
         for r in log
         if r.type == "ApprovalDecided"
     }
+    # Each decision and each refused attempt names the credential it was made with.
+    credentials = {name: credential for name, (_, credential) in people.items()}
+    for r in log:
+        if r.type in ("ApprovalDecided", "ApprovalDecisionRefused"):
+            assert r.data["identity"] == credentials[r.data["actor"]], r.data
     assert Counter(r.data["approval_id"] for r in log if r.type == "ApprovalDecided") == Counter(ids)
     assert decided == winners
     refused = Counter(r.data["approval_id"] for r in log if r.type == "ApprovalDecisionRefused")

@@ -8,7 +8,7 @@ import pytest
 
 from actors import ControlMessage
 
-from .conftest import HEX32, OPERATOR, assert_json, head, text
+from .conftest import BOOTSTRAP, HEX32, OPERATOR, assert_json, credential_id, head, text
 
 # -- /register ------------------------------------------------------------------------------
 
@@ -95,7 +95,23 @@ def test_push_control_with_the_operator_token(client, register, system, clock):
     message = {"id": "m1", "type": "steer", "run_id": "a", "from_run_id": "ops", "payload": {"text": "hi"}}
     assert assert_json(client.post("/push-control", json=message, headers=OPERATOR)) == {"queued": True}
     (queued,) = system.broker.get_run("a").control_queue
-    assert queued == ControlMessage("m1", "steer", "a", "ops", '{"text":"hi"}', clock.now())
+    # The bootstrap admin pushed it; the log says so (the wire message does not carry it).
+    sent_by = f"{BOOTSTRAP} ({BOOTSTRAP})"
+    assert queued == ControlMessage("m1", "steer", "a", "ops", '{"text":"hi"}', clock.now(), sent_by)
+
+
+def test_push_control_records_the_enrolled_admin_and_refuses_an_approver(client, register, system, operator):
+    register("a")
+    alice, ada = operator("alice"), operator("ada", "admin")
+    message = {"id": "m1", "type": "steer", "run_id": "a"}
+    before = head(system)
+    refused = client.post("/push-control", json=message, headers=alice)
+    assert refused.status_code == 403
+    assert text(refused).startswith("forbidden: operator 'alice'")
+    assert head(system) == before
+    assert assert_json(client.post("/push-control", json=message, headers=ada)) == {"queued": True}
+    (queued,) = system.broker.get_run("a").control_queue
+    assert queued.sent_by == f"ada ({credential_id(system, 'ada')})"
 
 
 @pytest.mark.parametrize(
@@ -172,6 +188,20 @@ def test_push_control_without_an_operator_token_takes_run_credentials(make_clien
     assert client.post("/push-control", json={**body, "token": "x"}).status_code == 401
     assert client.post("/push-control", json={**body, "token": token}).json() == {"queued": True}
     assert system.broker.queue_depth("a") == 1
+
+
+def test_push_control_without_a_bootstrap_token_needs_an_enrolled_admin(make_client, system, operator):
+    # Once an operator is enrolled, run credentials no longer push control: only an admin does.
+    client = make_client(operator_token_sha256="")
+    token = client.post("/register", json={"run_id": "a"}).json()["token"]
+    ada = operator("ada", "admin")
+    body = {"id": "m", "type": "t", "run_id": "a"}
+    assert client.post("/push-control", json={**body, "token": token}).status_code == 401
+    assert client.post("/push-control", json=body, headers=OPERATOR).status_code == 401
+    assert client.post("/push-control", json=body, headers=ada).json() == {"queued": True}
+    assert [m.sent_by for m in system.broker.get_run("a").control_queue] == [
+        f"ada ({credential_id(system, 'ada')})"
+    ]
 
 
 # -- /poll-control --------------------------------------------------------------------------
