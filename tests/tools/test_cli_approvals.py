@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import queue
 import sqlite3
@@ -193,7 +194,7 @@ def test_a_deadline_passing_before_the_decision_says_it_expired(db, monkeypatch)
     assert [a["actor"] for a in row["refused"]] == ["alice"]
 
 
-def test_a_quorum_approval_counts_votes(db):
+def test_a_quorum_approval_counts_votes(db, monkeypatch):
     id = seed(db, quorum=2)
     first = run("approve", db, id, "--as", "alice")
     assert first.exit_code == 0
@@ -201,10 +202,33 @@ def test_a_quorum_approval_counts_votes(db):
 
     again = run("approve", db, id, "--as", "alice")
     assert again.exit_code == _cli_decide.EXIT_DUPLICATE_VOTE
-    assert "already approved" in again.output
+    assert "'alice' has already approved" in again.output
 
+    # Another person is another OS user on the machine holding the database file.
+    monkeypatch.setattr(getpass, "getuser", lambda: "bob")
     out = json_of(run("approve", db, id, "--as", "bob", "--json"))
-    assert (out["status"], out["decision"], out["actor"]) == ("decided", "approve", "bob")
+    assert (out["status"], out["decision"], out["actor"], out["identity"]) == (
+        "decided",
+        "approve",
+        "bob",
+        "os-user:bob",
+    )
+
+
+def test_one_os_user_cannot_cast_both_votes_under_two_names(db, monkeypatch):
+    # On a database file the credential is the OS user: a second name does not make a second person.
+    monkeypatch.setattr(getpass, "getuser", lambda: "alice")
+    id = seed(db, quorum=2)
+    assert run("approve", db, id, "--as", "alice").exit_code == 0
+    second = run("approve", db, id, "--as", "bob", "--json")
+    assert second.exit_code == _cli_decide.EXIT_DUPLICATE_VOTE
+    out = json_of(second)
+    assert (out["ok"], out["error"]) == (False, "duplicate_vote")
+    assert f"os-user:alice has already approved {id} under another name" in out["message"]
+
+    (row,) = json_of(run("audit", db, "--json"))["approvals"]
+    assert (row["status"], row["votes"]) == ("pending", ["alice"])
+    assert [(a["actor"], a["identity"]) for a in row["refused"]] == [("bob", "os-user:alice")]
 
 
 def test_a_request_still_recording_cannot_be_decided(db):
@@ -214,9 +238,11 @@ def test_a_request_still_recording_cannot_be_decided(db):
     assert "still being recorded" in result.output
 
 
-def test_as_is_required(db):
+def test_as_is_required_on_a_database_file(db):
     id = seed(db)
-    assert run("approve", db, id).exit_code == 2
+    missing = run("approve", db, id)
+    assert missing.exit_code == 2
+    assert "--as NAME is required on a database file" in missing.output
     assert run("approve", db, id, "--as", "  ").exit_code == 2
 
 

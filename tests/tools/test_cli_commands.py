@@ -68,6 +68,12 @@ def _fork(db: str, s: Seeded) -> str:
     return str(json.loads(result.stdout)["run_id"])
 
 
+def _enrolled(db: str, name: str) -> str:
+    """`name`, enrolled on `db` as an approver (for the commands that change an operator)."""
+    assert run("operators", "add", db, name).exit_code == 0
+    return name
+
+
 def _export(db: str, tmp: Path) -> str:
     out = tmp / "run.jsonl"
     assert run("export", db, "-o", str(out)).exit_code == 0
@@ -96,6 +102,11 @@ RUNS: dict[tuple[str, ...], Invocation] = {
     ("import",): lambda db, s, tmp: ([str(tmp / "copy.db"), _export(db, tmp), "--json"], 0),
     ("serve",): lambda db, s, tmp: (["--help"], 0),  # a live server: tests/http/test_server_process.py
     ("demo",): lambda db, s, tmp: (["--help"], 0),  # the demo itself: tests/test_readme.py
+    ("operators",): lambda db, s, tmp: (["--help"], 0),
+    ("operators", "add"): lambda db, s, tmp: ([db, "carol", "--role", "viewer", "--json"], 0),
+    ("operators", "list"): lambda db, s, tmp: ([db, "--json"], 0),
+    ("operators", "revoke"): lambda db, s, tmp: ([db, _enrolled(db, "dave"), "--reason", "left"], 0),
+    ("operators", "role"): lambda db, s, tmp: ([db, _enrolled(db, "erin"), "admin"], 0),
     ("bench",): lambda db, s, tmp: (["--help"], 0),
     ("bench", "log"): lambda db, s, tmp: (
         flags("--quick --json --rounds 1 --events 300 --seconds 0.05 --dir", str(tmp)),

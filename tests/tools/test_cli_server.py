@@ -4,10 +4,13 @@ they print on the database file, with the same exit codes; the token comes from 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import NamedTuple
 
 import pytest
 
 from actors import System
+from actors.operators import APPROVER
 from eventlog import open_log
 from tools.cli import decide as _cli_decide
 from tools.demo.background import BackgroundServer
@@ -31,6 +34,28 @@ def server(db):
             yield background.url
     finally:
         system.close()
+
+
+class Enrolled(NamedTuple):
+    """An operator enrolled on the test's database: the environment holding their token, and
+    the credential id their decisions record as `identity`."""
+
+    env: dict[str, str | None]
+    credential_id: str
+
+
+@pytest.fixture
+def operator(db) -> Callable[..., Enrolled]:
+    """Enrol `name` with `role` on the database the server serves (it sees the enrolment from
+    its next request on), each with their own token, as `flightlog operators add DB` does."""
+
+    def enrol(name: str, role: str = APPROVER) -> Enrolled:
+        token = hashlib.sha256(f"cli-test-operator:{name}".encode()).hexdigest()
+        with System.open(db, scheduler=False) as system:
+            credential, _ = system.operators.enrol(name, role, by="tests", token=token)
+        return Enrolled({TOKEN_ENV: token}, credential.credential_id)
+
+    return enrol
 
 
 def on_server(url: str, *args: str, env: dict[str, str | None] | None = None):
@@ -75,46 +100,89 @@ def test_pending_approvals_through_the_server(db, server):
     ]
 
 
-def test_decisions_through_the_server(db, server):
+def test_decisions_through_the_server(db, server, operator):
+    alice, bob, carol = operator("alice"), operator("bob"), operator("carol")
     pending = seed_approval(db)
-    decided = json_of(on_server(server, "approve", pending, "--as", "alice", "--json"))
+    # No --as: the server names who decided, from the token.
+    decided = json_of(on_server(server, "approve", pending, "--json", env=alice.env))
     assert decided["status"] == "decided"
     assert (decided["id"], decided["decision"], decided["actor"]) == (pending, "approve", "alice")
-    assert decided["identity"] == "operator-token"  # how the server authenticated it
+    assert decided["identity"] == alice.credential_id  # the credential the server authenticated
     assert decided["payload_sha256"] == "ab" * 32
     assert decided["run_id"] == "run-1"
 
-    again = on_server(server, "reject", pending, "--as", "bob")
+    again = on_server(server, "reject", pending, env=bob.env)
     assert again.exit_code == _cli_decide.EXIT_DECIDED
     assert "already decided: approve by 'alice'" in again.stderr
+    assert "this reject was refused" in again.stderr
 
-    unknown = on_server(server, "approve", "no-such-approval", "--as", "alice", "--json")
+    unknown = on_server(server, "approve", "no-such-approval", "--json", env=alice.env)
     assert unknown.exit_code == _cli_decide.EXIT_UNKNOWN
     assert json_of(unknown)["error"] == "unknown"
 
     other = seed_approval(db)
-    rejected = on_server(server, "reject", other, "--as", "carol")
-    assert rejected.exit_code == 0
+    rejected = on_server(server, "reject", other, "--as", "carol", env=carol.env)  # --as may repeat it
+    assert rejected.exit_code == 0, rejected.output
     assert f"rejected {other} (run run-1): shell 'rm -rf build' by carol" in rejected.stdout
     with open_log(db) as log:
         assert log.verify().ok
 
 
-def test_a_quorum_vote_and_a_duplicate_vote_through_the_server(db, server):
+def test_the_bootstrap_token_decides_as_bootstrap(db, server):
+    pending = seed_approval(db)
+    decided = json_of(on_server(server, "approve", pending, "--json"))
+    assert (decided["actor"], decided["identity"]) == ("bootstrap", "bootstrap")
+
+
+def test_as_another_name_than_the_tokens_is_refused_through_the_server(db, server, operator):
+    alice = operator("alice")
+    pending = seed_approval(db)
+    result = on_server(server, "approve", pending, "--as", "bob", env=alice.env)
+    assert result.exit_code == 2
+    assert "the server refused: actor 'bob' is not the authenticated operator 'alice'" in result.stderr
+    with System.open(db, scheduler=False) as system:
+        row = system.views.approval(pending)
+    assert row is not None
+    assert (row.status, row.votes, row.refused) == ("pending", (), ())
+
+
+def test_a_viewer_cannot_decide_through_the_server(db, server, operator):
+    vera = operator("vera", "viewer")
+    pending = seed_approval(db)
+    result = on_server(server, "approve", pending, env=vera.env)
+    assert result.exit_code == 2
+    assert "the server refused: forbidden: operator 'vera'" in result.stderr
+    with System.open(db, scheduler=False) as system:
+        row = system.views.approval(pending)
+    assert row is not None
+    assert row.status == "pending"
+    # The attempt is kept in the audit trail, as the viewer's credential's.
+    assert [(a.actor, a.decision) for a in row.refused] == [(f"vera ({vera.credential_id})", "approve")]
+
+
+def test_a_quorum_vote_and_a_duplicate_vote_through_the_server(db, server, operator):
+    alice, bob = operator("alice"), operator("bob")
     pending = seed_approval(db, quorum=2)
-    vote = json_of(on_server(server, "approve", pending, "--as", "alice", "--json"))
-    assert (vote["status"], vote["votes"], vote["needed"]) == ("vote_recorded", 1, 2)
-    again = on_server(server, "approve", pending, "--as", "alice")
+    vote = json_of(on_server(server, "approve", pending, "--json", env=alice.env))
+    assert (vote["status"], vote["actor"], vote["votes"], vote["needed"]) == ("vote_recorded", "alice", 1, 2)
+    again = on_server(server, "approve", pending, env=alice.env)
     assert again.exit_code == _cli_decide.EXIT_DUPLICATE_VOTE
     assert "'alice' has already approved" in again.stderr
-    assert on_server(server, "approve", pending, "--as", "bob").exit_code == 0
+    # Alice's token cannot cast the second vote under bob's name either.
+    as_bob = on_server(server, "approve", pending, "--as", "bob", env=alice.env)
+    assert as_bob.exit_code == 2
+    assert "not the authenticated operator 'alice'" in as_bob.stderr
+    decided = json_of(on_server(server, "approve", pending, "--json", env=bob.env))
+    assert (decided["status"], decided["actor"], decided["identity"]) == ("decided", "bob", bob.credential_id)
 
 
-def test_an_expired_approval_through_the_server(db, server):
+def test_an_expired_approval_through_the_server(db, server, operator):
+    alice = operator("alice")
     pending = seed_approval(db, expires_in=0.001)
-    result = on_server(server, "approve", pending, "--as", "alice")
+    result = on_server(server, "approve", pending, env=alice.env)
     assert result.exit_code == _cli_decide.EXIT_EXPIRED
     assert "expired" in result.stderr
+    assert "before 'alice' could approve it" in result.stderr
 
 
 def test_verify_against_an_anchor_through_the_server(db, server, tmp_path, seeded):
@@ -194,3 +262,9 @@ def test_database_or_server_exactly_one(db, server, seeded):
     missing = on_server(server, "approve", "--as", "alice")
     assert missing.exit_code == 2
     assert "missing an argument" in missing.stderr
+    # --as is optional with --server (the token names the operator), required on a database.
+    assert on_server(server, "approve", "no-such-approval").exit_code == _cli_decide.EXIT_UNKNOWN
+    on_file = run("approve", db, "no-such-approval")
+    assert on_file.exit_code == 2
+    assert "--as NAME is required on a database file" in on_file.stderr
+    assert on_server(server, "approve", "no-such-approval", "--as", " ").exit_code == 2
