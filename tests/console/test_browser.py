@@ -11,10 +11,13 @@ import pathlib
 import shutil
 import subprocess
 import sys
+from typing import NamedTuple
+from urllib.parse import urlsplit
 
 import pytest
 
 from actors import System, make_token, token_digest
+from actors.operators import APPROVER, BOOTSTRAP
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("FLIGHTLOG_CHROMIUM", "/usr/bin/chromium")
@@ -42,16 +45,34 @@ if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
 
 
+class Served(NamedTuple):
+    """A console over a System: its URL, the System, and the token of each enrolled operator."""
+
+    url: str
+    system: System
+    tokens: dict[str, str]
+
+
 @pytest.fixture
 def served(tmp_path):
     from tools.demo.background import BackgroundServer
     from tools.http.app import create_app
 
-    token = make_token()
+    bootstrap = make_token()
     with System.open(str(tmp_path / "console.db"), approval_timeout=600.0) as system:
-        app = create_app(system, operator_token_sha256=token_digest(token))
+        # Alice logs in with her own token: the console knows her by the name she was enrolled with.
+        _, alice = system.operators.enrol("alice", APPROVER, by="tests")
+        app = create_app(system, operator_token_sha256=token_digest(bootstrap))
         with BackgroundServer(app) as server:
-            yield server.url, token, system
+            yield Served(server.url, system, {"alice": alice, BOOTSTRAP: bootstrap})
+
+
+def log_in(page, url: str, token: str, name: str) -> None:
+    """Log in with `token` alone; the page then names the operator the server says it is."""
+    page.goto(f"{url}/ui/")
+    page.fill("#login-token", token)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector(f"#who:has-text('signed in as {name} (')")
 
 
 @pytest.fixture
@@ -72,7 +93,7 @@ def shot(page, name: str) -> None:
 
 
 def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_path):
-    url, token, system = served
+    url, system, tokens = served
     agent = subprocess.Popen(
         [
             sys.executable,
@@ -90,13 +111,12 @@ def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_pa
         stdout=subprocess.DEVNULL,
     )
     try:
-        # 1. Log in with the operator token.
+        # 1. Log in with alice's own operator token (no name: the token says who she is).
         page.goto(f"{url}/ui/")
-        page.fill("#login-name", "alice")
-        page.fill("#login-token", token)
+        page.fill("#login-token", tokens["alice"])
         shot(page, "1-login")
         page.click("#login-form button[type=submit]")
-        page.wait_for_selector("#who:has-text('alice')")
+        page.wait_for_selector("#who:has-text('signed in as alice (approver)')")
 
         # 2. The approval the agent asked for shows up, with its digest and countdown.
         card = page.locator("#approvals li", has_text="kubectl rollout restart")
@@ -133,10 +153,12 @@ def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_pa
         assert page.locator("#since").is_visible()
         shot(page, "5-travelled-back")
 
-        # The audit trail names the operator and the chain verifies.
+        # The audit trail names the operator and her credential, and the chain verifies.
         assert "chain verified" in page.locator("#badge").inner_text()
         row = system.views.approval_history()[0]
-        assert (row.decision, row.actor, row.identity) == ("approve", "alice", "web-operator")
+        alice = system.operators.get("alice")
+        assert alice is not None
+        assert (row.decision, row.actor, row.identity) == ("approve", "alice", alice.credential_id)
     finally:
         if agent.poll() is None:
             agent.kill()
@@ -144,15 +166,11 @@ def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_pa
 
 
 def test_a_live_refresh_that_answers_after_a_travel_does_not_overwrite_it(served, page):
-    url, token, system = served
+    url, system, tokens = served
     system.broker.register("slow")
     for _ in range(3):
         system.broker.heartbeat("slow")
-    page.goto(f"{url}/ui/")
-    page.fill("#login-name", "alice")
-    page.fill("#login-token", token)
-    page.click("#login-form button[type=submit]")
-    page.wait_for_selector("#who:has-text('alice')")
+    log_in(page, url, tokens["alice"], "alice")
     page.goto(f"{url}/ui/runs/slow")
     page.locator("#timeline li").first.wait_for()
     page.locator("body[data-stream='open']").wait_for(state="attached")  # it hears the log grow
@@ -182,24 +200,53 @@ def test_a_live_refresh_that_answers_after_a_travel_does_not_overwrite_it(served
     assert "at=" in page.url
 
 
-def test_the_console_refuses_a_wrong_token_and_cross_site_decisions(served, page):
-    url, token, _ = served
+def test_the_console_refuses_a_wrong_token_and_requests_without_the_csrf_secret(served, page):
+    url, _, tokens = served
     page.goto(f"{url}/ui/")
-    page.fill("#login-name", "mallory")
     page.fill("#login-token", "not-the-token")
     page.click("#login-form button[type=submit]")
-    page.locator("#login-error", has_text="not the operator token").wait_for()
-    # A logged-in browser's cookie alone cannot decide: the CSRF header is required.
-    page.fill("#login-token", token)
+    page.locator("#login-error", has_text="not an operator's token").wait_for()
+    page.fill("#login-token", tokens["alice"])
     page.click("#login-form button[type=submit]")
-    page.wait_for_selector("#who:has-text('mallory')")
+    page.wait_for_selector("#who:has-text('signed in as alice (approver)')")
+    # A logged-in browser's cookie alone can neither decide nor read: every API request needs
+    # the session's CSRF secret, which only this page was given (at login).
     status = page.evaluate(
         "async () => (await fetch('/api/v1/approvals/x/approve', {method: 'POST', body: '{}'})).status"
     )
     assert status == 401
-    cookie = next(c for c in page.context.cookies() if c["name"] == "flightlog_session")
+    status = page.evaluate("async () => (await fetch('/api/v1/console/me')).status")
+    assert status == 401
+    me = page.evaluate(
+        "async () => (await fetch('/api/v1/console/me',"
+        " {headers: {'X-Flightlog-CSRF': localStorage.getItem('flightlog-csrf')}})).json()"
+    )
+    assert (me["name"], me["role"]) == ("alice", "approver")
+    port = urlsplit(url).port
+    cookie = next(c for c in page.context.cookies() if c["name"] == f"flightlog_session_{port}")
     assert cookie["httpOnly"]
     assert cookie["sameSite"] == "Strict"
+
+
+def test_the_console_takes_no_name_from_the_page_or_the_url(served, page):
+    url, _, tokens = served
+    # `?as=` once pre-filled the name a decision was recorded under; now it fills nothing.
+    page.goto(f"{url}/ui/?as=bob")
+    page.locator("#login-token").wait_for()
+    assert page.locator("#login-name").count() == 0
+    assert "bob" not in page.locator("#login").inner_text()
+    page.fill("#login-token", tokens["alice"])
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#who:has-text('signed in as alice (approver)')")
+    assert "bob" not in page.locator("#who").inner_text()
+    # A name sent with the token is ignored: the session is the token's operator's.
+    answer = page.evaluate(
+        "async token => (await fetch('/ui/login', {method: 'POST',"
+        " headers: {'Content-Type': 'application/json'},"
+        " body: JSON.stringify({name: 'bob', token})})).json()",
+        tokens["alice"],
+    )
+    assert (answer["name"], answer["role"]) == ("alice", "approver")
 
 
 def test_the_console_shows_a_forged_snapshot_as_tampering(tmp_path, page):
@@ -225,11 +272,7 @@ def test_the_console_shows_a_forged_snapshot_as_tampering(tmp_path, page):
                 create_app(system, operator_token_sha256=token_digest(token), integrity=integrity)
             ) as server,
         ):
-            page.goto(f"{server.url}/ui/")
-            page.fill("#login-name", "alice")
-            page.fill("#login-token", token)
-            page.click("#login-form button[type=submit]")
-            page.wait_for_selector("#who:has-text('alice')")
+            log_in(page, server.url, token, BOOTSTRAP)
             banner = page.locator("#tamper")
             banner.wait_for()
             assert "approval_history" in banner.inner_text()

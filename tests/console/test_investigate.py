@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from actors.operators import BOOTSTRAP
 from eventlog import ManualClock, open_log
 from projections import Views
 from tools.bench.workload import fill
 
-from .test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, sync_api
+from .test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, log_in, sync_api
 
 DOCS = ROOT / "docs" / "console"
 TOKEN = "investigate-" + "x" * 24
@@ -74,11 +75,7 @@ def page(browser, server):
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.set_default_timeout(20_000)
-    page.goto(f"{server}/ui/")
-    page.fill("#login-name", "alice")
-    page.fill("#login-token", TOKEN)
-    page.click("#login-form button[type=submit]")
-    page.wait_for_selector("#who:has-text('alice')")
+    log_in(page, server, TOKEN, BOOTSTRAP)  # the bootstrap token: the admin named bootstrap
     page.locator("#runs tbody tr").first.wait_for()
     yield page
     context.close()
