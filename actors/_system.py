@@ -15,7 +15,7 @@ from ._aggregate import Refresh
 from ._directory import Directory
 from ._errors import ForkError
 from .approvals import ApprovalActor, ApprovalQueue
-from .broker import DEFAULT_ASK_TIMEOUT, Broker
+from .broker import DEFAULT_ASK_TIMEOUT, Broker, Gates
 from .controller import (
     Controller,
     Reconciler,
@@ -84,6 +84,8 @@ class System:
             self._approval_actors, self.views, self.clock, timeout=approval_timeout, quorum=quorum
         )
         self.broker = Broker(log, self.clock, self.approvals, self.views, ask_timeout=ask_timeout)
+        # One permission request's decision by request id, and its withdrawal (`/permission_wait`).
+        self.gates = Gates(self.broker, self.approvals, self.views, log)
         self.sessions = Sessions(log, self.clock, harness=session_harness, approvals=self.approvals)
         self.projects = Projects(log, self.clock, self.views, workspace=workspace)
         self.tool_overrides = ToolOverrides(log, self.clock)

@@ -61,7 +61,8 @@ class ApprovalVoted(Event):
 @event("ApprovalDecided")
 @dataclass(frozen=True, slots=True)
 class ApprovalDecided(Event):
-    """The approval's one terminal outcome: approve, reject or expired, and who caused it."""
+    """The approval's one terminal outcome and who caused it: approve, reject, expired, or
+    withdrawn (its requester gave it up; the reason, if any, is in the record's meta)."""
 
     approval_id: str
     decision: str

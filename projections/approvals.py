@@ -23,7 +23,8 @@ from ._rows import positional
 RECORDING = "recording"
 PENDING = "pending"
 DISCARDED = "discarded"
-TERMINAL = frozenset({"approve", "reject", "expired", DISCARDED})
+WITHDRAWN = "withdrawn"  # an ApprovalDecided outcome: its requester gave the request up
+TERMINAL = frozenset({"approve", "reject", "expired", WITHDRAWN, DISCARDED})
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from .._errors import (
     ApprovalValidationError,
     DuplicateVoteError,
 )
-from .model import APPROVE, EXPIRED, REJECT, Approval, ApprovalResolution, approval_actor_state
+from .model import APPROVE, EXPIRED, REJECT, WITHDRAWN, Approval, ApprovalResolution, approval_actor_state
 
 NONE: Final = "none"
 RECORDING: Final = "recording"
@@ -87,6 +87,13 @@ class ExpireApproval:
 
 
 @dataclass(frozen=True, slots=True)
+class WithdrawApproval:
+    """The requester gives its open request up: its one outcome is `withdrawn`, by `actor`."""
+
+    actor: str
+
+
+@dataclass(frozen=True, slots=True)
 class RefuseAttempt:
     """An answer from someone who may not decide the approval: kept for audit, changes nothing."""
 
@@ -96,7 +103,13 @@ class RefuseAttempt:
 
 
 ApprovalCommand = (
-    RecordApproval | PublishApproval | DiscardApproval | DecideApproval | ExpireApproval | RefuseAttempt
+    RecordApproval
+    | PublishApproval
+    | DiscardApproval
+    | DecideApproval
+    | ExpireApproval
+    | WithdrawApproval
+    | RefuseAttempt
 )
 
 
@@ -145,6 +158,13 @@ def decide(state: ApprovalState, command: ApprovalCommand, now: datetime) -> Dec
         if not state.open:
             return Decision(error=ApprovalNotPendingError(state.id))
         return Decision([ApprovalDecided(state.id, EXPIRED, command.actor, "", now)])
+    if isinstance(command, WithdrawApproval):
+        if not state.open or a is None:
+            return Decision(error=ApprovalNotPendingError(state.id))
+        if now >= a.expires_at:  # its deadline passed first: the outcome is the expiry
+            return Decision([ApprovalDecided(state.id, EXPIRED, approval_actor_state().timeout, "", now)])
+        # An outcome like any other (ApprovalDecided): a later decision on it is refused.
+        return Decision([ApprovalDecided(state.id, WITHDRAWN, command.actor, "", now)])
     return _decide_decision(state, command, now, a)
 
 

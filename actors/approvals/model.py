@@ -13,7 +13,9 @@ import orjson
 APPROVE: Final = "approve"
 REJECT: Final = "reject"
 EXPIRED: Final = "expired"
-DECISIONS: Final = (APPROVE, REJECT, EXPIRED)
+# The requester gave its request up before anyone decided it (a run, over `/permission_withdraw`).
+WITHDRAWN: Final = "withdrawn"
+DECISIONS: Final = (APPROVE, REJECT, EXPIRED, WITHDRAWN)
 RISKS: Final = ("low", "medium", "high")
 # Which approvals only an operator may decide (`flightlog serve --operator-decides`): "high"
 # (the default) is every high-risk request, "all" every request. Any other answer, a run's own

@@ -46,6 +46,7 @@ from .decider import (
     PublishApproval,
     RecordApproval,
     RefuseAttempt,
+    WithdrawApproval,
 )
 from .model import (
     APPROVE,
@@ -250,6 +251,21 @@ class ApprovalQueue:
             st: ApprovalState = self._dir.ask(id, Flags())[0]
             raise QuorumPendingError(id, len(st.votes), st.quorum)
         return state
+
+    def withdraw(self, id: str, actor: str, reason: str = "") -> ApprovalResolution:
+        """Give an open approval up on its requester's behalf; return its outcome.
+
+        The outcome is `withdrawn` by `actor` (the reason goes in the record's meta), or
+        `expired` if its deadline passed first. ApprovalNotPendingError if it is already
+        decided (its outcome stands) or was never requested.
+        """
+        if not id or len(id) > MAX_ID_LENGTH:
+            raise ApprovalNotPendingError(id)
+        meta = {"actor": actor, "reason": reason} if reason else {"actor": actor}
+        resolution = self._conclude(id, WithdrawApproval(actor), meta)
+        if resolution is None:
+            raise ApprovalNotPendingError(id)
+        return resolution
 
     def refuse_attempt(self, id: str, decision: str, actor: str, reason: str) -> None:
         """Record an answer from someone who may not decide `id` (e.g. a run's own); nothing changes.

@@ -15,6 +15,7 @@ from .agents import (
 from .asks import AskOutcome
 from .broker import Broker
 from .conversation import DEFAULT_ASK_TIMEOUT
+from .gates import Gates, GateStatus
 from .model import (
     OPERATOR_CONTROL_TYPES,
     AgentMessage,
@@ -41,6 +42,8 @@ __all__ = [
     "ControlMessage",
     "Envelope",
     "Finish",
+    "GateStatus",
+    "Gates",
     "PermissionState",
     "Recorder",
     "Reply",

@@ -31,7 +31,7 @@ from .._errors import (
 from ..approvals import ApprovalQueue, ApprovalRequest, needs_operator, payload_digest
 from .run_decider import RecordPermissionDecision, RequestPermission, RunState
 
-BEHAVIOR = {"approve": "allow", "reject": "deny", "expired": "deny"}
+BEHAVIOR = {"approve": "allow", "reject": "deny", "expired": "deny", "withdrawn": "deny"}
 _PERMISSIONS = uuid.UUID("6a1f6f0e-6b0c-4d7e-9a53-2f1c0b8d4e71")  # the namespace of their approval ids
 
 
@@ -66,11 +66,14 @@ class PermissionRelay:
         input_preview: str,
         *,
         file: bool = True,
+        risk: str = "",
     ) -> str:
         """Relay a run's permission request to the approval gate; return the approval id.
 
         PermissionConflictError if the run filed this request id before with other content.
         `file=False` records only the approval (for an answer to a request never filed).
+        `risk` may raise the risk the tool's name implies (`tool_risk`), never lower it: a run
+        cannot talk its way out of an operator's decision.
         """
         if not self.exists(run_id):
             raise RunNotFoundError(run_id)
@@ -79,7 +82,7 @@ class PermissionRelay:
             kind="permission",
             title=(description.splitlines()[0][:120] if description else f"Use {tool_name or 'a tool'}"),
             detail=description or input_preview or tool_name or request_id or "permission request",
-            risk=tool_risk(tool_name),
+            risk=higher_risk(tool_risk(tool_name), risk),
             run_id=run_id,
             tool_call_id=request_id,
             payload={"tool_name": tool_name, "description": description, "input_preview": input_preview},
@@ -177,6 +180,16 @@ class PermissionRelay:
         if row is None or not row.decision or row.decided_at is None:
             return None
         return BEHAVIOR[row.decision], row.actor, row.decided_at
+
+
+def higher_risk(derived: str, asked: str) -> str:
+    """The higher of the risk a tool's name implies and the one its run asked for ("": none)."""
+    if asked not in _RANK:
+        raise ApprovalValidationError("approval risk must be low, medium, or high")
+    return max(derived, asked, key=_RANK.__getitem__)
+
+
+_RANK = {"": -1, "low": 0, "medium": 1, "high": 2}
 
 
 def tool_risk(tool_name: str) -> str:

@@ -17,6 +17,7 @@ from .broker import POLL_TIMEOUT, BrokerRoutes
 from .console import ConsoleRoutes
 from .console_auth import SESSION_IDLE, SESSION_LIFETIME, ConsoleSessions
 from .faults import Incidents, StorageFaults
+from .gates import GateRoutes
 from .hot import HotRoutes
 from .integrity import TAMPER_HEADER, Integrity
 from .openapi import openapi_document
@@ -67,6 +68,7 @@ def create_app(
     broker_routes = BrokerRoutes(system.broker, auth, poll_timeout)
     routes = [
         *broker_routes.routes(),
+        *GateRoutes(system.gates, broker_routes.authenticated).routes(),
         *ConsoleRoutes(system, auth).routes(),
         *OperatorRoutes(system, auth).routes(),
         Route("/openapi.json", Endpoint(openapi, ("GET", "HEAD"))),

@@ -313,8 +313,13 @@ class BrokerRoutes:
 
     async def permission_request(self, request: Request) -> Response:
         body, _ = await self.authenticated(request)
-        await call(
+        relay = functools.partial(
             self.broker.permission_request,
+            # flightlog's `risk` may raise the risk the tool's name implies, never lower it.
+            risk=string_field(body, "risk"),
+        )
+        await call(
+            relay,
             string_field(body, "run_id"),
             string_field(body, "request_id"),
             string_field(body, "tool_name"),
