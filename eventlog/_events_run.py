@@ -15,12 +15,23 @@ from ._catalogue import Event, event
 @event("RunRegistered")
 @dataclass(frozen=True, slots=True)
 class RunRegistered(Event):
-    """A run was registered; only the SHA-256 of its token is recorded."""
+    """A run was registered; only the SHA-256 of its token is recorded.
+
+    `origin` says how it came to be: created by an operator (`operator`) or an enrolment
+    credential (`enrolment`) through the API, by the run's own `/register` on a server open
+    to that (`self`), or in process (`local`: the Python API, a command on the database
+    file). `by` names who: the operator's name, the client's address for `self`, `local:<user>`
+    for a command; `by_credential` the operator credential used ("" otherwise). Records
+    written before these fields read with "" for each.
+    """
 
     run_id: str
     token_sha256: str
     registered_at: datetime | None
     at: datetime
+    origin: str = ""
+    by: str = ""
+    by_credential: str = ""
 
 
 @event("RunRegistrationRefreshed")
@@ -125,6 +136,30 @@ class PermissionDecided(Event):
     behavior: str
     approval_id: str
     actor: str
+    at: datetime
+
+
+@event("RunTokenRevoked")
+@dataclass(frozen=True, slots=True)
+class RunTokenRevoked(Event):
+    """The run's token stopped working: nothing authenticates as the run until it is re-keyed."""
+
+    run_id: str
+    reason: str
+    by: str
+    by_credential: str
+    at: datetime
+
+
+@event("RunRekeyed")
+@dataclass(frozen=True, slots=True)
+class RunRekeyed(Event):
+    """The run got a new token (its digest only); the old one, revoked or not, stopped working."""
+
+    run_id: str
+    token_sha256: str
+    by: str
+    by_credential: str
     at: datetime
 
 

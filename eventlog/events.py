@@ -49,8 +49,10 @@ from ._events_run import (
     RunHeartbeat,
     RunRegistered,
     RunRegistrationRefreshed,
+    RunRekeyed,
     RunReplied,
     RunReported,
+    RunTokenRevoked,
 )
 from ._events_session import (
     ProjectArchived,
@@ -111,8 +113,10 @@ __all__ = [
     "RunInfoUpdated",
     "RunRegistered",
     "RunRegistrationRefreshed",
+    "RunRekeyed",
     "RunReplied",
     "RunReported",
+    "RunTokenRevoked",
     "SessionArchived",
     "SessionCompacted",
     "SessionCreated",

@@ -32,6 +32,25 @@ def _payload_text(payload: str | None) -> str:
     return payload
 
 
+def _who(d: dict[str, Any]) -> str:
+    """Who made a run's registration, revocation or re-key: `name (credential)`, or the name alone."""
+    by, credential = d.get("by", ""), d.get("by_credential", "")
+    return f"{by} ({credential})" if by and credential else str(by)
+
+
+def _registered(run_id: str, origin: str, by: str) -> str:
+    """How a run came to be, as its first entry says it."""
+    if origin == "operator":
+        return f"Run {run_id} created by operator {by}"
+    if origin == "enrolment":
+        return f"Run {run_id} created by enrolment credential {by}"
+    if origin == "self":
+        return f"Run {run_id} registered itself" + (f" from {by}" if by else "")
+    if origin == "local":
+        return f"Run {run_id} created in process" + (f" by {by}" if by else "")
+    return f"Run {run_id} registered"
+
+
 ASK_ENDINGS = {
     "AskReplyTaken": "collected",
     "AskCancelled": "cancelled",
@@ -61,11 +80,29 @@ class BrokerFold:
         if t == "RunRegistered":
             self.entries, self.permissions, self.asks = entries, permissions, asks = [], {}, {}
             self.status = "registered"
+            origin = d.get("origin", "")  # "" in records older than the field: said as before
             entries.append(
                 TimelineEntry(
-                    eid, "notice", at, text=f"Run {d['run_id']} registered", status="registered", seq=seq
+                    eid, "notice", at, name=_who(d), text=_registered(d["run_id"], origin, d.get("by", "")),
+                    detail=origin, status="registered", seq=seq,
                 )
-            )
+            )  # fmt: skip
+        elif t == "RunTokenRevoked":
+            reason = f": {d['reason']}" if d["reason"] else ""
+            entries.append(
+                TimelineEntry(
+                    eid, "notice", at, name=_who(d), text=f"Token revoked by {_who(d)}{reason}",
+                    detail=d["reason"], status="revoked", seq=seq,
+                )
+            )  # fmt: skip
+        elif t == "RunRekeyed":
+            entries.append(
+                TimelineEntry(
+                    eid, "notice", at, name=_who(d),
+                    text=f"Token re-keyed by {_who(d)}: the old token stopped working", status="rekeyed",
+                    seq=seq,
+                )
+            )  # fmt: skip
         elif t == "RunReported":
             entries.append(
                 TimelineEntry(

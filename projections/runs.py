@@ -23,6 +23,8 @@ RUN_TYPES = frozenset(
         "PermissionRequested",
         "PermissionDecided",
         "RunDeleted",
+        "RunTokenRevoked",
+        "RunRekeyed",
     }
 )
 
@@ -45,6 +47,12 @@ class RunRow:
     # The latest RECENT_PERMISSIONS distinct request ids, oldest first: a repeat of one of them
     # (an agent's retry) is not counted again. The window keeps a long-lived run's row small.
     recent_permission_requests: tuple[str, ...] = ()
+    # Who created the run (RunRegistered's origin, by and by_credential; "" in older records),
+    # and whether its token is revoked now.
+    origin: str = ""
+    created_by: str = ""
+    created_by_credential: str = ""
+    revoked: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +68,10 @@ class RunRow:
             "last_state": self.last_state,
             "permission_request_count": self.permission_request_count,
             "recent_permission_requests": list(self.recent_permission_requests),
+            "origin": self.origin,
+            "created_by": self.created_by,
+            "created_by_credential": self.created_by_credential,
+            "revoked": self.revoked,
         }
 
 
@@ -93,8 +105,8 @@ class RunRegistryView:
     """Registered runs: last seen, queue depth, report/finish/reply counts, pending permissions."""
 
     name = "run_registry"
-    version = 4  # 2: rows hold the distinct permission request ids; 3: a count and a window of them;
-    # 4: a window of 32 (RECENT_PERMISSIONS), not 128
+    version = 5  # 2: rows hold the distinct permission request ids; 3: a count and a window of them;
+    # 4: a window of 32 (RECENT_PERMISSIONS), not 128; 5: who created the run, and its revocation
     row_key = "run_id"  # the one row each record may change
     types = RUN_TYPES
 
@@ -112,12 +124,16 @@ class RunRegistryView:
                 state[run_id] = _row(
                     run_id, r.registered_at, r.first_seq, recorded_at(record), r.queue_depth, r.reports,
                     r.finishes, r.replies, r.pending_permissions, r.last_state, r.permission_request_count,
-                r.recent_permission_requests,
+                    r.recent_permission_requests, r.origin, r.created_by, r.created_by_credential, r.revoked,
                 )  # fmt: skip
             return state
         if t == "RunRegistered":
             at = recorded_at(record)
-            state[run_id] = _row(run_id, d["registered_at"] and at, record.seq, at, 0, 0, 0, 0, (), "", 0, ())
+            # Who created it: records older than these fields have none.
+            state[run_id] = _row(
+                run_id, d["registered_at"] and at, record.seq, at, 0, 0, 0, 0, (), "", 0, (),
+                d.get("origin", ""), d.get("by", ""), d.get("by_credential", ""), False,
+            )  # fmt: skip
             return state
         r = state.get(run_id)
         if r is None:
@@ -129,7 +145,7 @@ class RunRegistryView:
             state[run_id] = _row(
                 run_id, r.registered_at, r.first_seq, r.last_seen, r.queue_depth + 1, r.reports,
                 r.finishes, r.replies, r.pending_permissions, r.last_state, r.permission_request_count,
-                r.recent_permission_requests,
+                r.recent_permission_requests, r.origin, r.created_by, r.created_by_credential, r.revoked,
             )  # fmt: skip
             return state
         if t == "ControlDelivered":
@@ -137,7 +153,16 @@ class RunRegistryView:
             state[run_id] = _row(
                 run_id, r.registered_at, r.first_seq, r.last_seen, depth, r.reports, r.finishes,
                 r.replies, r.pending_permissions, r.last_state, r.permission_request_count,
-                r.recent_permission_requests,
+                r.recent_permission_requests, r.origin, r.created_by, r.created_by_credential, r.revoked,
+            )  # fmt: skip
+            return state
+        if t == "RunTokenRevoked" or t == "RunRekeyed":
+            # An operator's act, not the run being seen: last_seen stays.
+            state[run_id] = _row(
+                run_id, r.registered_at, r.first_seq, r.last_seen, r.queue_depth, r.reports, r.finishes,
+                r.replies, r.pending_permissions, r.last_state, r.permission_request_count,
+                r.recent_permission_requests, r.origin, r.created_by, r.created_by_credential,
+                t == "RunTokenRevoked",
             )  # fmt: skip
             return state
         at = recorded_at(record)
@@ -163,7 +188,7 @@ class RunRegistryView:
             pending = tuple(p for p in pending if p != d["request_id"])
         state[run_id] = _row(
             run_id, registered, r.first_seq, at, r.queue_depth, reports, finishes, replies, pending,
-            last_state, count, requested,
+            last_state, count, requested, r.origin, r.created_by, r.created_by_credential, r.revoked,
         )  # fmt: skip
         return state
 
@@ -179,6 +204,8 @@ class RunRegistryView:
                 d["run_id"], _when(d["registered_at"]), d["first_seq"], _at(d["last_seen"]), d["queue_depth"],
                 d["reports"], d["finishes"], d["replies"], tuple(d["pending_permissions"]), d["last_state"],
                 d["permission_request_count"], tuple(d["recent_permission_requests"]),
+                d.get("origin", ""), d.get("created_by", ""), d.get("created_by_credential", ""),
+                bool(d.get("revoked", False)),
             )
             for d in data
         )  # fmt: skip

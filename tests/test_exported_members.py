@@ -5,6 +5,7 @@ import importlib
 import pytest
 
 PACKAGES = [
+    "flightlog",
     "eventlog",
     "projections",
     "actors",

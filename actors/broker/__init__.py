@@ -16,8 +16,14 @@ from .asks import AskOutcome
 from .broker import Broker
 from .conversation import DEFAULT_ASK_TIMEOUT
 from .gates import Gates, GateStatus
+from .hot import MAX_REGISTERED_RUN_ID, registration_error
 from .model import (
     OPERATOR_CONTROL_TYPES,
+    ORIGIN_ENROLMENT,
+    ORIGIN_LOCAL,
+    ORIGIN_OPERATOR,
+    ORIGIN_SELF,
+    ORIGINS,
     AgentMessage,
     ControlMessage,
     Envelope,
@@ -34,7 +40,13 @@ from .permissions import tool_risk
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",
+    "MAX_REGISTERED_RUN_ID",
     "OPERATOR_CONTROL_TYPES",
+    "ORIGINS",
+    "ORIGIN_ENROLMENT",
+    "ORIGIN_LOCAL",
+    "ORIGIN_OPERATOR",
+    "ORIGIN_SELF",
     "AgentEvent",
     "AgentMessage",
     "AskOutcome",
@@ -53,6 +65,7 @@ __all__ = [
     "make_token",
     "operator_only",
     "poll_agent_messages",
+    "registration_error",
     "token_digest",
     "tool_risk",
     "wrap_agent_message",

@@ -31,6 +31,7 @@ from .hot import MAX_RUN_ID_LENGTH, HotPath
 from .known import KnownRuns
 from .model import (
     FINISH_KINDS,
+    ORIGIN_LOCAL,
     ControlMessage,
     Finish,
     Reply,
@@ -45,6 +46,7 @@ from .parking import Parking
 from .permissions import PermissionRelay
 from .run_actor import RunActor, Take
 from .run_decider import (
+    TOKEN_CHANGES,
     DeleteRun,
     Heartbeat,
     QueueControl,
@@ -52,6 +54,8 @@ from .run_decider import (
     RecordReply,
     RecordReport,
     RegisterRun,
+    Rekey,
+    RevokeToken,
     RunState,
 )
 from .view import fold_run_view
@@ -103,34 +107,69 @@ class Broker(PermissionRelay, HotPath):
 
     # -- registry --------------------------------------------------------------------------
 
-    def create_run(self, run_id: str) -> str:
-        """Register a new run and return its token; RunAlreadyRegisteredError if it exists."""
+    def create_run(
+        self, run_id: str, *, origin: str = ORIGIN_LOCAL, by: str = "", by_credential: str = ""
+    ) -> str:
+        """Register a new run and return its token; RunAlreadyRegisteredError if it exists.
+
+        `origin`, `by` and `by_credential` say who created it (see `RunRegistered`): in
+        process by default; the operator API passes the operator's name and credential.
+        """
         token = make_token()
-        self._exec(run_id, RegisterRun(token_digest(token), over_http=False, exclusive=True))
+        command = RegisterRun(token_digest(token), False, True, origin, by, by_credential)
+        self._exec(run_id, command, actor=by)
         with self._lock:
             self._issued[run_id] = token
         return token
 
-    def ensure_run(self, run_id: str) -> tuple[str | None, bool]:
+    def ensure_run(
+        self, run_id: str, *, origin: str = ORIGIN_LOCAL, by: str = "", by_credential: str = ""
+    ) -> tuple[str | None, bool]:
         """(token, created): a new run's token, or an existing run's if this process issued it."""
         token = make_token()
-        _, records = self._exec(run_id, RegisterRun(token_digest(token), over_http=False, exclusive=False))
+        command = RegisterRun(token_digest(token), False, False, origin, by, by_credential)
+        _, records = self._exec(run_id, command, actor=by)
         with self._lock:
             if records:
                 self._issued[run_id] = token
                 return token, True
             return self._issued.get(run_id), False
 
-    def register(self, run_id: str, token: str = "") -> str:
+    def register(
+        self, run_id: str, token: str = "", *, origin: str = ORIGIN_LOCAL, by: str = "", create: bool = True
+    ) -> str:
         """HTTP /register: a new run (with the caller's token, or a fresh one), or a re-register.
 
         The id must be 1 to MAX_REGISTERED_RUN_ID printable characters: it is shown to operators.
+        Without `create`, only a run that exists registers again (RunNotEnrolledError otherwise).
         """
         token = token or make_token()
         done = threading.Event()
-        call = self.register_soon(run_id, token, done.set)
+        call = self.register_soon(run_id, token, done.set, origin=origin, by=by, create=create)
         done.wait()
         call.result()
+        return token
+
+    def revoke_run(self, run_id: str, *, by: str, by_credential: str, reason: str = "") -> None:
+        """Stop the run's token at once: every route refuses it, a waiting poll ends with it.
+
+        Nothing authenticates as the run until `rekey_run`; revoking a revoked run records
+        nothing. `by` and `by_credential` name the operator (RunTokenRevoked records them).
+        RunNotFoundError if there is no such run.
+        """
+        self._exec(run_id, RevokeToken(reason, by, by_credential), actor=by)
+        with self._lock:
+            self._issued.pop(run_id, None)
+
+    def rekey_run(self, run_id: str, *, by: str, by_credential: str) -> str:
+        """Give the run a new token and return it (its digest is recorded; show it once).
+
+        The old token, revoked or not, stops working at once. RunNotFoundError if absent.
+        """
+        token = make_token()
+        self._exec(run_id, Rekey(token_digest(token), by, by_credential), actor=by)
+        with self._lock:
+            self._issued[run_id] = token
         return token
 
     def admits(self, run_id: str, *, catch_up: bool = True) -> bool:
@@ -150,10 +189,14 @@ class Broker(PermissionRelay, HotPath):
         return catch_up and self.views.run(run_id) is not None
 
     def authenticate(self, run_id: str, token: str) -> bool:
-        """Whether `token` is the run's token (digest to digest, in constant time)."""
+        """Whether `token` is the run's token now (digest to digest, in constant time).
+
+        The run's state is first folded to whatever any process committed: a token another
+        server revoked or re-keyed a moment ago is refused here too, before its follower says so.
+        """
         if not token:
             return False
-        state = self._state(run_id)
+        state = self.run_state(run_id, fresh=True)
         return state.exists and hmac.compare_digest(token_digest(token), state.token_sha256)
 
     def delete_run(self, run_id: str) -> None:
@@ -353,7 +396,8 @@ class Broker(PermissionRelay, HotPath):
         state: RunState = self._dir.ask(run_id, GetState())
         return state
 
-    def _exec(self, run_id: str, command: object) -> tuple[RunState, list[Record]]:
+    def _exec(self, run_id: str, command: object, actor: str = "") -> tuple[RunState, list[Record]]:
+        """Decide and record `command` on the run's actor; `actor` (default: the run) goes in the meta."""
         if not _storable(run_id):
             # Its actor could not even start (the stream name is invalid): answer as the
             # decider would for a run that does not exist.
@@ -368,7 +412,7 @@ class Broker(PermissionRelay, HotPath):
                 return RunState(run_id), []
             raise RunNotFoundError(run_id)
         result: tuple[RunState, list[Record]] = self._dir.ask(
-            run_id, Execute(command, {"actor": f"run:{run_id}"})
+            run_id, Execute(command, {"actor": actor or f"run:{run_id}"})
         )
         return result
 
@@ -378,8 +422,8 @@ class Broker(PermissionRelay, HotPath):
             # Not written here: no known state may answer before folding it.
             self._known.stale(record.stream_id)
             self._dir.tell_if_running(record.stream_id, Refresh(record.version))
-        if record.type == "ControlQueued":
-            self._signal(record.stream_id)
+        if record.type == "ControlQueued" or record.type in TOKEN_CHANGES:
+            self._signal(record.stream_id)  # a waiting poll takes, or shows its token again
         elif record.type.startswith("Ask"):
             self.conversations.subscribers.signal(record.stream_id)
 

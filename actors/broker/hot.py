@@ -15,7 +15,7 @@ from eventlog import Record
 
 from .._errors import BrokerError, RunNotFoundError
 from .known import KnownRuns
-from .model import ControlMessage, Finish, Reply, Report, token_digest
+from .model import ORIGIN_SELF, ControlMessage, Finish, Reply, Report, token_digest
 from .parking import Parked, Parking
 from .run_decider import (
     Heartbeat,
@@ -101,23 +101,37 @@ class HotPath:
             HotCall(run_id, None, QueueControl(message, self.queue_limit), _nothing, done)
         )
 
-    def register_soon(self, run_id: str, token: str, done: Callable[[], object]) -> HotCall | Ready | _Failed:
+    def register_soon(
+        self,
+        run_id: str,
+        token: str,
+        done: Callable[[], object],
+        *,
+        origin: str = ORIGIN_SELF,
+        by: str = "",
+        create: bool = True,
+    ) -> HotCall | Ready | _Failed:
         """HTTP /register without blocking (see `Broker.register`): one append, no actor.
 
-        The result is None; RunAlreadyRegisteredError or BrokerError are raised by `result()`.
+        A new run is recorded as created by `origin` and `by` (the client's address, for a
+        run registering itself); without `create` only an existing run registers again. The
+        result is None; RunAlreadyRegisteredError (RunRevokedError), RunNotEnrolledError or
+        BrokerError are raised by `result()`.
         """
         error = registration_error(run_id)
         if error is not None:
             return _Failed(error, done)
-        command = RegisterRun(token_digest(token), over_http=True, exclusive=True)
+        command = RegisterRun(token_digest(token), True, True, origin, by, "", create)
         return self._writer.submit(HotCall(run_id, None, command, _nothing, done))
 
-    def park(self, run_id: str, wake: Callable[[], object]) -> Parked:
-        """A long poll waits on the run's empty queue: a push may hand it its message in one commit.
+    def park(self, run_id: str, wake: Callable[[], object], token: str) -> Parked:
+        """A long poll with `token` waits on the run's empty queue: a push may hand it its message
+        in one commit, while `token` is still the run's.
 
-        `wake()` is called when that happens; call `leave` when the poll stops waiting.
+        `wake()` is called when that happens, and when the run's token changes (the poll then
+        shows its token again); call `leave` when the poll stops waiting.
         """
-        return self._parking.park(run_id, wake)
+        return self._parking.park(run_id, wake, token_digest(token))
 
     def leave(self, parked: Parked, done: Callable[[], object]) -> Parked:
         """The poll stops waiting; `done()` once settled, the result being the messages handed to it."""

@@ -41,6 +41,13 @@ def operator_only(kind: str) -> bool:
     return kind.strip().lower() in OPERATOR_CONTROL_TYPES
 
 
+# How a run came to be (RunRegistered.origin; "" in records older than the field).
+ORIGIN_OPERATOR = "operator"  # an operator created it through the API
+ORIGIN_ENROLMENT = "enrolment"  # an enrolment credential (an orchestrator's) created it
+ORIGIN_SELF = "self"  # its agent registered it at /register, on a server open to that
+ORIGIN_LOCAL = "local"  # in process: the Python API, or a command on the database file
+ORIGINS = (ORIGIN_OPERATOR, ORIGIN_ENROLMENT, ORIGIN_SELF, ORIGIN_LOCAL)
+
 _ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time.Time, as the seed serialises it
 
 
@@ -229,3 +236,8 @@ class RunView:
     replies: tuple[Reply, ...] = ()
     permission_requests: dict[str, PermissionState] = field(default_factory=dict)
     permission_decisions: dict[str, str] = field(default_factory=dict)
+    # Who created the run (RunRegistered's origin, by and by_credential; "" for old records).
+    origin: str = ""
+    created_by: str = ""
+    created_by_credential: str = ""
+    revoked: bool = False  # its token was revoked and not re-keyed since: it authenticates nothing

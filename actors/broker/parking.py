@@ -9,6 +9,7 @@ released (the poll is woken with nothing, and takes as usual); a retried push cl
 
 from __future__ import annotations
 
+import hmac
 import threading
 from collections.abc import Callable
 
@@ -20,13 +21,15 @@ class Parked:
 
     As the broker's other non-blocking calls, once `settled(done)` called `done()`, the
     `result()` is what was handed to the poll: the messages delivered to it (none if no
-    delivery committed).
+    delivery committed). `token_sha256` is the digest of the token the poll came with: only
+    a push decided while that is the run's token hands it messages.
     """
 
-    __slots__ = ("_done", "claimed", "left", "messages", "run_id", "wake")
+    __slots__ = ("_done", "claimed", "left", "messages", "run_id", "token_sha256", "wake")
 
-    def __init__(self, run_id: str, wake: Callable[[], object]) -> None:
+    def __init__(self, run_id: str, wake: Callable[[], object], token_sha256: str = "") -> None:
         self.run_id = run_id
+        self.token_sha256 = token_sha256
         self.wake = wake
         self.messages: list[ControlMessage] | None = None
         self.claimed = False  # a push is appending a delivery to it
@@ -44,8 +47,8 @@ class Parking:
         self._lock = threading.Lock()
         self._waiting: dict[str, list[Parked]] = {}
 
-    def park(self, run_id: str, wake: Callable[[], object]) -> Parked:
-        parked = Parked(run_id, wake)
+    def park(self, run_id: str, wake: Callable[[], object], token_sha256: str = "") -> Parked:
+        parked = Parked(run_id, wake, token_sha256)
         with self._lock:
             self._waiting.setdefault(run_id, []).append(parked)
         return parked
@@ -66,11 +69,18 @@ class Parking:
             done()
         return parked
 
-    def claim(self, run_id: str) -> Parked | None:
-        """A poll parked on the run that no push claimed yet, now claimed; or None."""
+    def claim(self, run_id: str, token_sha256: str) -> Parked | None:
+        """A poll parked on the run with this token digest that no push claimed yet, now claimed; or None.
+
+        A poll that came with another token (one revoked or re-keyed since it parked) is never
+        handed anything: woken, it shows its token again and is refused.
+        """
+        if not token_sha256:
+            return None  # a revoked run: no token is its token
         with self._lock:
             for parked in self._waiting.get(run_id, ()):
-                if not parked.claimed and not parked.left:
+                same = hmac.compare_digest(parked.token_sha256, token_sha256)
+                if same and not parked.claimed and not parked.left:
                     parked.claimed = True
                     return parked
         return None

@@ -16,6 +16,7 @@ from .._aggregate import AggregateActor
 from .known import KnownRuns
 from .run_decider import (
     RUNS,
+    TOKEN_CHANGES,
     RunState,
     TakeControl,
 )
@@ -85,7 +86,8 @@ class RunActor(AggregateActor[RunState]):
 
     def on_changed(self, records: list[Record]) -> None:
         self._known.publish(self.id, self.state, self.version)
-        if any(r.type == "ControlQueued" for r in records):
+        # A waiting poll takes what was queued, or shows its token again after it changed.
+        if any(r.type == "ControlQueued" or r.type in TOKEN_CHANGES for r in records):
             self._on_queued(self.id)
         if self._on_asked is not None and any(r.type.startswith("Ask") for r in records):
             self._on_asked(self.id)

@@ -21,13 +21,21 @@ from eventlog.events import (
     RunInfoUpdated,
     RunRegistered,
     RunRegistrationRefreshed,
+    RunRekeyed,
     RunReplied,
     RunReported,
+    RunTokenRevoked,
 )
 from projections import RECENT_PERMISSIONS
 
 from .._aggregate import Decision
-from .._errors import ControlQueueFullError, RunAlreadyRegisteredError, RunNotFoundError
+from .._errors import (
+    ControlQueueFullError,
+    RunAlreadyRegisteredError,
+    RunNotEnrolledError,
+    RunNotFoundError,
+    RunRevokedError,
+)
 from .asks import ASK_COMMANDS, ASK_EVENTS, AskEdge, Closure, decide_ask, evolve_ask
 from .model import ControlMessage, make_token
 
@@ -38,7 +46,7 @@ class RunState:
 
     id: str
     exists: bool = False
-    token_sha256: str = ""
+    token_sha256: str = ""  # "" while revoked: no token's digest is ""
     queue: tuple[ControlMessage, ...] = ()
     finish_count: int = 0
     last_finish_status: str = ""
@@ -49,6 +57,12 @@ class RunState:
     decided: tuple[str, ...] = ()
     asks: tuple[AskEdge, ...] = ()  # this run's open asks, oldest first
     closed: tuple[Closure, ...] = ()  # how its last asks ended, for waiters
+    revoked: bool = False  # its token was revoked and not re-keyed since
+
+
+# Record types after which a run's waiting polls must show their token again: it may have
+# stopped working (revoked, re-keyed, the run deleted).
+TOKEN_CHANGES = frozenset({"RunTokenRevoked", "RunRekeyed", "RunDeleted"})
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -59,6 +73,30 @@ class RegisterRun:
     token_sha256: str
     over_http: bool  # HTTP /register sets registered_at; the Go API leaves it zero
     exclusive: bool  # create_run: an existing run is an error (over HTTP: unless the token matches)
+    # Who creates it (RunRegistered's provenance), and whether this registration may create
+    # a run at all: on a server taking enrolled runs only, /register may only re-register.
+    origin: str = ""
+    by: str = ""
+    by_credential: str = ""
+    create: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeToken:
+    """Stop the run's token: it authenticates nothing until a re-key (again: nothing recorded)."""
+
+    reason: str
+    by: str
+    by_credential: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rekey:
+    """Give the run a new token (its digest); the old one stops working."""
+
+    token_sha256: str
+    by: str
+    by_credential: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,16 +171,29 @@ def decide(state: RunState, c: object, now: datetime) -> Decision:
     rid = state.id
     if isinstance(c, RegisterRun):
         if state.exists:
+            if state.revoked and (c.exclusive or c.over_http):
+                return Decision(error=RunRevokedError(rid))
             if c.over_http and hmac.compare_digest(c.token_sha256, state.token_sha256):
                 return Decision([RunRegistrationRefreshed(rid, now)])
             if c.exclusive or c.over_http:
                 return Decision(error=RunAlreadyRegisteredError(rid))
             return Decision()
-        return Decision([RunRegistered(rid, c.token_sha256, now if c.over_http else None, now)])
+        if not c.create:
+            return Decision(error=RunNotEnrolledError(rid))
+        registered_at = now if c.over_http else None
+        return Decision(
+            [RunRegistered(rid, c.token_sha256, registered_at, now, c.origin, c.by, c.by_credential)]
+        )
     if isinstance(c, DeleteRun):
         return Decision([RunDeleted(rid, c.reason, now)] if state.exists else [])
     if not state.exists:
         return Decision(error=RunNotFoundError(rid))
+    if isinstance(c, RevokeToken):
+        if state.revoked:
+            return Decision()
+        return Decision([RunTokenRevoked(rid, c.reason, c.by, c.by_credential, now)])
+    if isinstance(c, Rekey):
+        return Decision([RunRekeyed(rid, c.token_sha256, c.by, c.by_credential, now)])
     if isinstance(c, Heartbeat):
         return Decision([RunHeartbeat(rid, now)])
     if isinstance(c, ASK_COMMANDS):
@@ -188,6 +239,10 @@ def evolve(state: RunState, e: Event) -> RunState:
         return RunState(state.id, exists=True, token_sha256=e.token_sha256)
     if isinstance(e, RunDeleted):
         return RunState(state.id)
+    if isinstance(e, RunTokenRevoked):
+        return dataclasses.replace(state, token_sha256="", revoked=True)
+    if isinstance(e, RunRekeyed):
+        return dataclasses.replace(state, token_sha256=e.token_sha256, revoked=False)
     if isinstance(e, ControlQueued):
         msg = ControlMessage(
             e.message_id, e.type, e.run_id, e.from_run_id, e.payload, e.created_at, e.sent_by

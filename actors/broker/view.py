@@ -20,6 +20,7 @@ def fold_run_view(records: Iterable[Record]) -> RunView | None:
     permissions: dict[str, PermissionState] = {}
     decisions: dict[str, str] = {}
     registered_at = last_seen = None
+    revoked = False
     for r in records:
         d = r.data
         t = r.type
@@ -27,12 +28,20 @@ def fold_run_view(records: Iterable[Record]) -> RunView | None:
             queue, reports, finishes, replies, permissions, decisions = [], [], [], [], {}, {}
             registered_at = r.recorded_at if d["registered_at"] is not None else None
             last_seen = r.recorded_at
-            view = RunView(d["run_id"], registered_at, last_seen)
+            revoked = False
+            # Who created it: records older than these fields have none.
+            view = RunView(
+                d["run_id"], registered_at, last_seen, origin=d.get("origin", ""),
+                created_by=d.get("by", ""), created_by_credential=d.get("by_credential", ""),
+            )  # fmt: skip
             continue
         if t == "RunDeleted":
             view = None
             continue
         if view is None:
+            continue
+        if t == "RunTokenRevoked" or t == "RunRekeyed":
+            revoked = t == "RunTokenRevoked"  # an operator's act: the run was not seen
             continue
         last_seen = r.recorded_at if t != "ControlQueued" and t != "ControlDelivered" else last_seen
         if t == "RunRegistrationRefreshed":
@@ -89,4 +98,8 @@ def fold_run_view(records: Iterable[Record]) -> RunView | None:
         tuple(replies),
         permissions,
         decisions,
+        view.origin,
+        view.created_by,
+        view.created_by_credential,
+        revoked,
     )

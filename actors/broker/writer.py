@@ -296,7 +296,7 @@ class RunWriter:
 
     def _hand_over(self, call: HotCall, state: RunState, queued: list[Any], now: Any) -> list[Any]:
         """The events of a push: delivered too, in the same append, when a poll waits on the run."""
-        parked = self.parking.claim(call.run_id) if self.parking is not None else None
+        parked = self.parking.claim(call.run_id, state.token_sha256) if self.parking is not None else None
         if parked is None:
             return queued
         for event in queued:

@@ -97,6 +97,9 @@ def make_app(system: System) -> Callable[..., Any]:
     def make(**options: Any) -> Any:
         options.setdefault("operator_token_sha256", OPERATOR_DIGEST)
         options.setdefault("poll_timeout", TEST_POLL_TIMEOUT)
+        # These tests speak the seed's protocol, where an agent registers a new run itself;
+        # a server takes enrolled runs only by default (tests/http/test_run_enrolment.py).
+        options.setdefault("registration", "open")
         return create_app(system, **options)
 
     return make

@@ -1,5 +1,6 @@
 """The demo's agents: a message to a peer that has not registered yet waits for it, and the
-demo stops at once, naming the agent, when one of its agent processes fails."""
+demo stops at once, naming the agent, when one of its agent processes fails. Each agent
+registers with the token of a run created for it, as the demo's (enrolled runs only)."""
 
 from __future__ import annotations
 
@@ -21,15 +22,16 @@ WAIT = 30.0
 
 
 @pytest.fixture
-def server(tmp_path):
-    system = System.open(str(tmp_path / "demo.db"), scheduler=False)
-    try:
-        with BackgroundServer(
-            create_app(system, operator_token_sha256=token_digest(make_token()))
-        ) as background:
-            yield background.url
-    finally:
-        system.close()
+def system(tmp_path):
+    with System.open(str(tmp_path / "demo.db"), scheduler=False) as opened:
+        yield opened
+
+
+@pytest.fixture
+def server(system):
+    # As `flightlog demo`'s: enrolled runs only, each created before its agent registers.
+    with BackgroundServer(create_app(system, operator_token_sha256=token_digest(make_token()))) as background:
+        yield background.url
 
 
 class Watched(demo_agent.Client):
@@ -48,9 +50,9 @@ class Watched(demo_agent.Client):
             raise
 
 
-def test_a_message_to_a_peer_not_registered_yet_waits_for_it(server):
+def test_a_message_to_a_peer_not_registered_yet_waits_for_it(server, system):
     sender = Watched(server, "deployer")
-    sender.register("")
+    sender.register(system.broker.create_run("deployer"))
     errors: list[BaseException] = []
 
     def send() -> None:
@@ -63,7 +65,7 @@ def test_a_message_to_a_peer_not_registered_yet_waits_for_it(server):
     thread.start()
     assert sender.refused.wait(WAIT), "the broker never refused the message to an unknown run"
     reviewer = demo_agent.Client(server, "reviewer")
-    reviewer.register("")
+    reviewer.register(system.broker.create_run("reviewer"))
     thread.join(WAIT)
     assert not thread.is_alive()
     assert errors == []
@@ -72,10 +74,10 @@ def test_a_message_to_a_peer_not_registered_yet_waits_for_it(server):
     assert message["payload"] == {"message": "hello"}
 
 
-def test_a_message_to_a_peer_that_never_registers_fails_after_the_wait(server, monkeypatch):
+def test_a_message_to_a_peer_that_never_registers_fails_after_the_wait(server, system, monkeypatch):
     monkeypatch.setattr(demo_agent, "PEER_WAIT", 0.0)
     sender = demo_agent.Client(server, "deployer")
-    sender.register("")
+    sender.register(system.broker.create_run("deployer"))
     with pytest.raises(urllib.error.HTTPError) as caught:
         demo_agent.send_when_registered(sender, "nobody", {"message": "hello"})
     assert caught.value.code == 404

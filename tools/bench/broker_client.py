@@ -40,7 +40,8 @@ class ServerProcess:
             argv = [sys.executable, "-m", "tools.bench.broker_ceiling"]
         else:
             argv = [sys.executable, "-m", "tools.cli", "serve", "--db", db, "--port", "0"]
-            argv += ["--no-access-log", "--log-level", "warning", *extra]
+            # The bench's agents register their own runs, as the seed's clients do.
+            argv += ["--registration", "open", "--no-access-log", "--log-level", "warning", *extra]
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )

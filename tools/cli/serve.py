@@ -216,6 +216,16 @@ def _operator_token_digest() -> str:
     "A run's own answer to one is recorded as a refused attempt.",
 )
 @click.option(
+    "--registration",
+    type=click.Choice(["enrolled", "open"]),
+    default="enrolled",
+    show_default=True,
+    help="Who creates runs. enrolled: only operators and enrolment credentials (POST /api/v1/runs, "
+    "`flightlog runs create`), whose token the agent then registers with; /register of an unknown "
+    "run is refused, so no stranger can take a run id first. open: agents also register new ids "
+    "themselves, as the seed's broker lets them (each recorded with the client's address).",
+)
+@click.option(
     "--read-timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=10.0,
@@ -259,6 +269,7 @@ def serve_cmd(
     idle_timeout: float,
     queue_limit: int | None,
     operator_decides: str,
+    registration: str,
     read_timeout: float,
     access_log: bool,
     allow_tampered: bool,
@@ -271,7 +282,9 @@ def serve_cmd(
     The operator token comes from the FLIGHTLOG_OPERATOR_TOKEN environment variable, or is
     generated and printed once on stderr; the server keeps only its SHA-256 digest. Agents
     register runs at /register; operators use /api/v1/ with `Authorization: Bearer <token>`,
-    and the web console at /ui/ (printed at startup) logs in with the same token.
+    and the web console at /ui/ (printed at startup) logs in with the same token. By default
+    an operator creates each run first (`flightlog runs create`) and its agent registers with
+    the token it was given (see --registration).
 
     Before it serves, it verifies the log: a broken hash chain stops it with exit code 3
     (one line naming the first bad seq) unless --allow-tampered, and view snapshots that fail
@@ -318,6 +331,7 @@ def serve_cmd(
                         integrity=integrity,
                         session_idle=session_idle,
                         session_lifetime=session_lifetime,
+                        registration=registration,
                     )
                     _serve(app, sock, access_log, log_level, read_timeout)
             finally:

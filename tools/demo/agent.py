@@ -1,10 +1,12 @@
 """A demo agent process that speaks the broker's HTTP wire protocol (stdlib only).
 
-It registers a run, reports progress, asks an operator for permission before each risky
+It registers its run, reports progress, asks an operator for permission before each risky
 step, asks its peer for a review and waits for the reply (or answers the peer's ask), and
 finishes `done` (or `failed` when a permission was denied).
 Run it as `python tools/demo/agent.py --url http://127.0.0.1:PORT --run-id NAME --peer OTHER`;
-the token is read from the FLIGHTLOG_RUN_TOKEN environment variable when set (never argv).
+the token of the run an operator created for it is read from the FLIGHTLOG_RUN_TOKEN
+environment variable (never argv); without one, only a server open to self-registration
+(`flightlog serve --registration open`) takes it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from actors import (
     HarnessEvent,
     QuorumPendingError,
     System,
-    make_token,
 )
 from actors import ApprovalError as _ApprovalError
 from actors.operators import APPROVER, Credential
@@ -145,7 +144,7 @@ def _demo(path: Path, port: int, auto: bool) -> None:
             console.print(f"console:        {server.url}/ui/")
             for name, (_, token) in operators.items():
                 console.print(f"{name}'s token:  {token}  (approver)")
-            agents = _start_agents(server.url)
+            agents = _start_agents(system, server.url)
             controller = _start_controller(system)
             run_id = controller.send("Scale the web service to 3 replicas and tell me when it is done")
             if not auto:
@@ -174,10 +173,16 @@ class Agent(NamedTuple):
     proc: subprocess.Popen[str]
 
 
-def _start_agents(url: str) -> list[Agent]:
+def _start_agents(system: System, url: str) -> list[Agent]:
+    """The two agent processes, each handed the token of a run created for it beforehand.
+
+    The server takes enrolled runs only: the demo creates each run, as an orchestrator does
+    through the operator API, and its agent registers with the token it was given.
+    """
     procs = []
     for run_id, peer, role in (("deployer", "reviewer", "deployer"), ("reviewer", "deployer", "reviewer")):
-        env = {**os.environ, "FLIGHTLOG_RUN_TOKEN": make_token()}
+        token = system.broker.create_run(run_id, by="demo")
+        env = {**os.environ, "FLIGHTLOG_RUN_TOKEN": token}
         procs.append(
             Agent(
                 run_id,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from .app import create_app
 from .binding import PortInUseError, listen, server_config
+from .broker import REGISTRATION_MODES
 from .forks import Fork, ForkError, Redriven, fork_run, redrive
 from .integrity import TAMPER_HEADER, Integrity, check_log, drop_untrusted
 from .travel_reads import entry_from_dict, moment_from_dict, runs_from_payload
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from .protocol import ReadDeadlineProtocol
 
 __all__ = [
+    "REGISTRATION_MODES",
     "TAMPER_HEADER",
     "Fork",
     "ForkError",

@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors import System
 
-from .broker import POLL_TIMEOUT, BrokerRoutes
+from .broker import ENROLLED, POLL_TIMEOUT, BrokerRoutes
 from .console import ConsoleRoutes
 from .console_auth import SESSION_IDLE, SESSION_LIFETIME, ConsoleSessions
 from .faults import Incidents, StorageFaults
@@ -38,6 +38,7 @@ def create_app(
     session_idle: float = SESSION_IDLE,
     session_lifetime: float = SESSION_LIFETIME,
     throttle: AuthThrottle | None = None,
+    registration: str = ENROLLED,
 ) -> Starlette:
     """The app over an open System; the caller keeps the System open while the app serves.
 
@@ -53,6 +54,10 @@ def create_app(
     `session_idle` and `session_lifetime` bound a console session (seconds unused, seconds
     since login); `throttle` limits failed operator authentications per address (default:
     `AuthThrottle()`).
+
+    `registration` is who may create a run: `enrolled` (the default, as `flightlog serve`'s)
+    only operators and enrolment credentials, through the API, so that no stranger takes a
+    run id first; `open` also an agent's `/register` of a new id, as the seed (see `broker`).
     """
     if operator_token_sha256 and not _DIGEST.fullmatch(operator_token_sha256):
         raise ValueError("operator_token_sha256 must be 64 lower-case hex digits (or empty)")
@@ -65,7 +70,7 @@ def create_app(
 
     sessions = ConsoleSessions(idle=session_idle, lifetime=session_lifetime)
     auth = OperatorAuth(system.operators, operator_token_sha256, sessions, throttle or AuthThrottle())
-    broker_routes = BrokerRoutes(system.broker, auth, poll_timeout)
+    broker_routes = BrokerRoutes(system.broker, auth, poll_timeout, registration)
     routes = [
         *broker_routes.routes(),
         *GateRoutes(system.gates, broker_routes.authenticated).routes(),

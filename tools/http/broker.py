@@ -8,6 +8,18 @@ the loop directly. A long poll waits on an asyncio event that
 the broker's queue listener sets, so a waiting poll holds no thread; its timeout counts from
 the request's arrival. A run id that names no run is refused before any actor is asked: a
 stranger's request starts nothing.
+
+Registration (`registration`): on a server taking `enrolled` runs (the default), `/register`
+creates nothing. An operator or an enrolment credential creates the run (`POST
+/api/v1/runs`, `flightlog runs create`) and hands its agent the token, and the agent
+registers with it, as the seed's clients do with a token their orchestrator got; an unknown
+id is a 403, so nobody can take a run id first. An `open` server lets agents register new
+ids themselves, as the seed does, and records each such run as self-registered from the
+client's address.
+
+A run's revoked or re-keyed token is refused on every route from the moment the revocation
+is recorded, and a poll waiting on the run is woken to show its token again: it ends with a
+401 (on another server, as soon as its follower reads the revocation).
 """
 
 from __future__ import annotations
@@ -31,11 +43,12 @@ from actors import (
     Report,
     make_token,
 )
+from actors.broker import ORIGIN_SELF
 from actors.operators import CONTROL
 
 from .ask import AskRoutes
 from .calls import Answerable, answer, call, wait_unless_disconnected
-from .principals import OperatorAuth
+from .principals import OperatorAuth, client_address
 from .wire import (
     Endpoint,
     Handler,
@@ -65,6 +78,11 @@ PEER_FIELDS = ("label", "backend", "model", "dir", "status")
 Body = dict[str, Any]
 OK = {"ok": True}
 QUEUED = {"queued": True}
+# Who may create a run: only operators and enrolment credentials (`enrolled`), or also an
+# agent registering a new id itself (`open`, as the seed).
+ENROLLED = "enrolled"
+OPEN = "open"
+REGISTRATION_MODES = (ENROLLED, OPEN)
 
 
 class BrokerRoutes:
@@ -75,10 +93,19 @@ class BrokerRoutes:
     `Authorization: Bearer <token>` of an operator whose role may push control.
     """
 
-    def __init__(self, broker: Broker, auth: OperatorAuth, poll_timeout: float = POLL_TIMEOUT) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        auth: OperatorAuth,
+        poll_timeout: float = POLL_TIMEOUT,
+        registration: str = ENROLLED,
+    ) -> None:
+        if registration not in REGISTRATION_MODES:
+            raise ValueError(f"registration must be one of {', '.join(REGISTRATION_MODES)}")
         self.broker = broker
         self.auth = auth
         self.poll_timeout = poll_timeout
+        self.registration = registration
         self.asks = AskRoutes(broker, self.authenticated)
 
     def routes(self) -> list[Route]:
@@ -179,7 +206,13 @@ class BrokerRoutes:
             )
         info = {key: string_field(body, key) for key in PEER_FIELDS}
         token = token or make_token()
-        await answer(lambda done: self.broker.register_soon(run_id, token, done))
+        address, create = client_address(request), self.registration == OPEN
+
+        def register(done: Callable[[], object]) -> Answerable:
+            broker = self.broker
+            return broker.register_soon(run_id, token, done, origin=ORIGIN_SELF, by=address, create=create)
+
+        await answer(register)
         if any(info.values()):
             await call(functools.partial(self.broker.update_session_info, run_id, **info))
         # The body carries the run's secret: no cache may keep it. Keys in the seed's order.
@@ -259,7 +292,7 @@ class BrokerRoutes:
                 raise WireError(401, "unauthorized")
             while not messages and (left := deadline - loop.time()) > 0:
                 # Parked: a push may hand over its message in its own commit.
-                parked = self.broker.park(run_id, on_queued)
+                parked = self.broker.park(run_id, on_queued, token)
                 present = await wait_unless_disconnected(woke, receive, left)
                 messages = await answer(functools.partial(self.broker.leave, parked))
                 if not present:
@@ -267,7 +300,10 @@ class BrokerRoutes:
                 if messages or not woke.is_set():
                     break  # handed its messages, or timed out: nothing was queued meanwhile
                 woke.clear()
-                _, messages = await answer(take)
+                # Woken by a push, or by the run's token changing: the token shows again.
+                authorized, messages = await answer(take)
+                if not authorized:
+                    raise WireError(401, "unauthorized")
         finally:
             unsubscribe()
         # Nothing queued is `null`, as the seed's nil slice encodes.

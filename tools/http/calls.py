@@ -24,10 +24,17 @@ from actors import (
     PermissionConflictError,
     PermissionNotFoundError,
     RunAlreadyRegisteredError,
+    RunNotEnrolledError,
     RunNotFoundError,
 )
 
 from .wire import WireError
+
+# The answer to /register of a run nobody created, on a server taking enrolled runs only.
+NOT_ENROLLED = (
+    "forbidden: this server takes enrolled runs only: an operator or an enrolment credential "
+    "must create the run (POST /api/v1/runs, or flightlog runs create) and give its agent the token"
+)
 
 T = TypeVar("T")
 
@@ -58,6 +65,8 @@ def refusal(e: Exception, missing: tuple[int, str | None] = (404, "run not found
     if isinstance(e, RunNotFoundError):
         status, message = missing
         return WireError(status, message if message is not None else str(e))
+    if isinstance(e, RunNotEnrolledError):
+        return WireError(403, NOT_ENROLLED)
     if isinstance(e, OperatorOnlyError):
         return WireError(403, str(e), as_json=True)
     if isinstance(e, RunAlreadyRegisteredError | PermissionConflictError):

@@ -6,6 +6,7 @@ from typing import Any
 
 from .fork_routes import fork_paths
 from .operator_admin import operator_admin_paths
+from .run_admin import run_admin_paths
 from .views import view_paths
 
 Schema = dict[str, Any]
@@ -101,6 +102,8 @@ def _schemas() -> dict[str, Schema]:
                 _ref("RunSummary"),
                 _obj(
                     {
+                        **_strings("origin", "created_by", "created_by_credential"),
+                        "token_revoked": {"type": "boolean"},
                         "control_queue": {"type": "array", "items": _ref("ControlMessage")},
                         "reports": {"type": "array", "items": _ref("Report")},
                         "finishes": {"type": "array", "items": _ref("Finish")},
@@ -169,6 +172,7 @@ def _broker_paths() -> dict[str, Schema]:
                 "responses": {
                     "200": _json("The run's token", _ref("Registered")),
                     "400": _text("`bad request`, `missing run_id`, or an unusable token"),
+                    "403": _text("On a server taking enrolled runs only: nobody created this run"),
                     "405": _text("`method not allowed`"),
                     "409": _text("`run already registered` (and the token given is not its token)"),
                     "413": _text("`request body too large`"),
@@ -251,7 +255,7 @@ def _operator_paths() -> dict[str, Schema]:
     listing = _obj({"approvals": {"type": "array", "items": _ref("Approval")}}, ("approvals",))
     history = _obj({"approvals": {"type": "array", "items": _ref("ApprovalRow")}}, ("approvals",))
     error = _ref("Error")
-    return {
+    paths: dict[str, Schema] = {
         "/api/v1/runs": {
             "get": op(
                 "Registered runs",
@@ -360,6 +364,7 @@ def _operator_paths() -> dict[str, Schema]:
             )
         },
     }
+    return run_admin_paths(op, error, paths)
 
 
 def openapi_document() -> dict[str, Any]:
