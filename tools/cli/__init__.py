@@ -11,7 +11,7 @@ import click
 
 from .. import bench, demo
 from .._output import EXIT_CODES, EXIT_INTERRUPTED, Commands, clean
-from . import approvals, export, fork, log, operators, serve, travel
+from . import approvals, export, fork, hook, log, operators, serve, travel
 
 __all__ = ["cli", "main"]
 
@@ -53,6 +53,7 @@ fork.register(cli)
 export.register(cli)
 operators.register(cli)
 serve.register(cli)
+hook.register(cli)
 demo.register(cli)
 bench.register(cli)
 
