@@ -11,7 +11,7 @@ import click
 
 from .. import bench, demo
 from .._output import EXIT_CODES, EXIT_INTERRUPTED, Commands, clean
-from . import approvals, export, fork, hook, log, operators, serve, travel
+from . import approvals, export, fork, hook, log, mcp_server, operators, serve, travel
 
 __all__ = ["cli", "main"]
 
@@ -54,6 +54,7 @@ export.register(cli)
 operators.register(cli)
 serve.register(cli)
 hook.register(cli)
+mcp_server.register(cli)
 demo.register(cli)
 bench.register(cli)
 
