@@ -18,7 +18,16 @@ from eventlog import Record
 from .timeline import RunMoment, TimelineEntry
 
 
-def _payload_text(payload: str | None) -> str:
+def _payload_json(payload: Any) -> str:
+    """A stored payload as JSON text: as stored, or (a value a Python caller once stored as it
+    was, before payloads were kept as text) encoded, so that every reader gets text."""
+    if payload is None or payload == "":
+        return ""
+    return payload if isinstance(payload, str) else orjson.dumps(payload, default=str).decode()
+
+
+def _payload_text(stored: Any) -> str:
+    payload = _payload_json(stored)
     if not payload:
         return ""
     try:
@@ -112,7 +121,7 @@ class BrokerFold:
                     role="agent",
                     name=d["run_id"],
                     text=_payload_text(d["payload"]),
-                    detail=d["payload"] or "",
+                    detail=_payload_json(d["payload"]),
                     status=d["state"],
                     seq=seq,
                 )

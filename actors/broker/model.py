@@ -62,7 +62,7 @@ def token_digest(token: str) -> str:
 
 
 def raw_json(payload: Any) -> str | None:
-    """Raw JSON text for a payload given as bytes/str (already JSON) or None (absent)."""
+    """Raw JSON text for a payload: bytes/str already JSON, any other JSON value encoded, None absent."""
     if payload is None:
         return None
     if isinstance(payload, bytes | bytearray | memoryview):
@@ -70,9 +70,32 @@ def raw_json(payload: Any) -> str | None:
     elif isinstance(payload, str):
         text = payload
     else:
-        raise TypeError(f"payload must be raw JSON bytes or str, got {type(payload).__name__}")
+        return payload_text(payload)
     orjson.loads(text)  # raises orjson.JSONDecodeError (a ValueError) when it is not JSON
     return text
+
+
+def payload_text(payload: Any) -> str | None:
+    """A payload as the wire stores it, JSON text: a str is that text already (as the wire's raw
+    member), None is absent, and any other JSON value (object, array, number, bool) is encoded.
+
+    TypeError when the value cannot be JSON.
+    """
+    if payload is None or type(payload) is str:
+        return payload
+    if isinstance(payload, bytes | bytearray | memoryview):
+        return bytes(payload).decode("utf-8")
+    try:
+        return orjson.dumps(payload).decode()
+    except orjson.JSONEncodeError as e:
+        raise TypeError(f"payload must be a JSON value: {e}") from None
+
+
+def _text_payload(message: Any) -> None:
+    """Store a message's payload as JSON text (frozen dataclasses: through object.__setattr__)."""
+    payload = message.payload
+    if payload is not None and type(payload) is not str:
+        object.__setattr__(message, "payload", payload_text(payload))
 
 
 def _time(value: datetime | None) -> str:
@@ -120,6 +143,9 @@ class ControlMessage:
     created_at: datetime | None = None
     sent_by: str = ""  # the operator who pushed it (`name (credential id)`); not on the wire
 
+    def __post_init__(self) -> None:
+        _text_payload(self)
+
     def to_envelope(self) -> Envelope:
         return Envelope(
             to_run_id=self.run_id,
@@ -144,7 +170,10 @@ class Report:
 
     run_id: str
     state: str
-    payload: str | None = None
+    payload: str | None = None  # JSON text; any other JSON value given is stored as its text
+
+    def __post_init__(self) -> None:
+        _text_payload(self)
 
     def to_envelope(self) -> Envelope:
         return Envelope(from_run_id=self.run_id, kind=self.state, payload=self.payload)
@@ -163,7 +192,10 @@ class Finish:
     status: str
     summary: str = ""
     files_changed: tuple[str, ...] = ()
-    payload: str | None = None
+    payload: str | None = None  # JSON text; any other JSON value given is stored as its text
+
+    def __post_init__(self) -> None:
+        _text_payload(self)
 
     def to_envelope(self) -> Envelope:
         return Envelope(from_run_id=self.run_id, kind=self.status or "done", payload=self.payload)
@@ -182,7 +214,10 @@ class Reply:
 
     run_id: str
     to: str
-    payload: str | None = None
+    payload: str | None = None  # JSON text; any other JSON value given is stored as its text
+
+    def __post_init__(self) -> None:
+        _text_payload(self)
 
     def to_envelope(self) -> Envelope:
         return Envelope(from_run_id=self.run_id, to=self.to, payload=self.payload)
