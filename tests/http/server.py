@@ -34,10 +34,21 @@ class ServerProcess:
     """`flightlog serve --db DB --port 0`, its output collected by reader threads.
 
     The URL is read from the server's own "listening" line, so nothing waits by sleeping.
+    `registration` is `--registration`: `open` by default, since most of these tests speak the
+    seed's protocol, where an agent registers its run itself; `enrolled` is the server's own
+    default (tests/http/test_enrolled_server.py).
     """
 
-    def __init__(self, db: Path | str, operator_token: str | None, args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        db: Path | str,
+        operator_token: str | None,
+        args: tuple[str, ...] = (),
+        *,
+        registration: str = "open",
+    ) -> None:
         self.db = db
+        self.operator_token = operator_token
         self.credentials: dict[str, str] = {}  # operator name -> credential id, of those enrolled here
         env = {k: v for k, v in os.environ.items() if k != "FLIGHTLOG_OPERATOR_TOKEN"}
         env["PYTHONUNBUFFERED"] = "1"
@@ -52,6 +63,8 @@ class ServerProcess:
             str(db),
             "--port",
             "0",
+            "--registration",
+            registration,
             *args,
         ]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -69,6 +82,15 @@ class ServerProcess:
         self.client = httpx.Client(
             base_url=self.url, timeout=30, headers={"Content-Type": "application/json"}
         )
+
+    def create_run(self, run_id: str) -> str:
+        """Create run `run_id` through the operator API with the bootstrap token; its token."""
+        assert self.operator_token is not None, "creating a run through the API needs the bootstrap token"
+        response = self.client.post(
+            "/api/v1/runs", json={"run_id": run_id}, headers=bearer(self.operator_token)
+        )
+        assert response.status_code == 201, response.text
+        return str(response.json()["token"])
 
     def enrol(self, name: str, role: str = APPROVER) -> dict[str, str]:
         """Enrol operator `name` on the server's database; the headers of their token.
