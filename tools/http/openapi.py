@@ -51,6 +51,16 @@ _AUTH_ERRORS = {
 }
 
 _PAYLOAD: Schema = {"description": "Any JSON value, kept byte for byte; omitted when absent."}
+# One permission request's state, as /permission_wait and /permission_withdraw answer it.
+_GATE: Schema = _obj(
+    {
+        **_strings("request_id", "decided_by", "reason", "approval_id"),
+        "status": {"enum": ["pending", "decided"]},
+        "behavior": {"enum": ["allow", "deny"]},
+        "decision": {"enum": ["approve", "reject", "expired", "withdrawn"]},
+    },
+    ("request_id", "status"),
+)
 
 
 def _schemas() -> dict[str, Schema]:
@@ -207,9 +217,26 @@ def _broker_paths() -> dict[str, Schema]:
         "/reply": post("Record a reply", authed(_ref("Reply")), ok, **missing),
         "/permission_request": post(
             "Ask the operator for a permission (an approval of kind `permission`)",
-            authed(_obj(_strings("request_id", "tool_name", "description", "input_preview"))),
+            authed(_obj(_strings("request_id", "tool_name", "description", "input_preview", "risk"))),
             ok,
             **missing,
+        ),
+        "/permission_wait": post(
+            "Wait for the decision on one of the run's permission requests (flightlog's, not the seed's)",
+            authed(
+                _obj(
+                    {**_strings("request_id"), "timeout": {"type": "number", "minimum": 0}},
+                    ("request_id",),
+                )
+            ),
+            _json("Decided, or still pending at the timeout (default 30 s, at most 60)", _GATE),
+            **{"404": _text("`run not found`, or the run filed no such request")},
+        ),
+        "/permission_withdraw": post(
+            "Give one of the run's permission requests up: its outcome is `withdrawn` unless decided first",
+            authed(_obj(_strings("request_id", "reason"), ("request_id",))),
+            _json("The request's state afterwards", _GATE),
+            **{"404": _text("`run not found`, or the run filed no such request")},
         ),
         "/permission": post(
             "Record a permission decision (`allow` or `deny`)",
