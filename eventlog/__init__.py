@@ -7,6 +7,7 @@ from . import events
 from ._catalogue import Event, upcast_record
 from ._clock import Clock, ManualClock, SystemClock, from_micros, to_micros
 from ._codec import decode, encode
+from ._conformance import OWNED_CATEGORIES, CatalogueCheck, Finding, check_catalogue, fit_record, record_fault
 from ._errors import (
     ConcurrencyError,
     CorruptDatabaseError,
@@ -17,6 +18,7 @@ from ._errors import (
     ImportRefusedError,
     LogClosedError,
     NotALogError,
+    OffCatalogueError,
     ReadOnlyDatabaseError,
     SnapshotsUnsupported,
     StorageError,
@@ -39,12 +41,16 @@ from ._record import (
 )
 from ._snapshot import Snapshot, SnapshotStore
 from ._snapshots import snapshot_store
+from ._unreadable import RECORD_ERRORS, Unreadable, readable
 
 __all__ = [
     "ANY",
     "EXISTS",
     "GENESIS_HASH",
     "NO_STREAM",
+    "OWNED_CATEGORIES",
+    "RECORD_ERRORS",
+    "CatalogueCheck",
     "Clock",
     "ConcurrencyError",
     "CorruptDatabaseError",
@@ -55,6 +61,7 @@ __all__ = [
     "EventShapeError",
     "Expect",
     "ExpectedVersion",
+    "Finding",
     "Head",
     "IdempotencyConflict",
     "ImportRefusedError",
@@ -62,6 +69,7 @@ __all__ = [
     "ManualClock",
     "NewEvent",
     "NotALogError",
+    "OffCatalogueError",
     "ReadOnlyDatabaseError",
     "Record",
     "Snapshot",
@@ -71,12 +79,17 @@ __all__ = [
     "StreamNameError",
     "SystemClock",
     "UnknownEventType",
+    "Unreadable",
     "VerifyResult",
+    "check_catalogue",
     "decode",
     "encode",
     "events",
+    "fit_record",
     "from_micros",
     "open_log",
+    "readable",
+    "record_fault",
     "snapshot_store",
     "to_micros",
     "upcast_record",

@@ -11,8 +11,9 @@ import orjson
 
 from ._catalogue import _CATALOGUE, Event, is_catalogued
 from ._chain import Hasher
-from ._codec import decode_data, encode, event_fields
-from ._errors import ConcurrencyError, EventShapeError, IdempotencyConflict, UnknownEventType
+from ._codec import encode, event_fields
+from ._conformance import fit_record
+from ._errors import ConcurrencyError, EventShapeError, IdempotencyConflict, OffCatalogueError
 from ._record import ExpectedVersion, NewEvent, Record, event_key, new_event_keys
 
 _SORT = orjson.OPT_SORT_KEYS
@@ -69,12 +70,16 @@ def meta_bytes(meta: Mapping[str, Any] | None) -> bytes:
 
 
 def check_catalogue_shape(new: NewEvent) -> None:
-    """A NewEvent named like a catalogue event must carry that event's fields (readers rely on it)."""
+    """A NewEvent named like a catalogue event must carry that event's fields, each of its type,
+    at a schema this version knows (readers rely on it: `fit_record` checks what is stored)."""
     if not is_catalogued(new.type):
         return
     try:
-        decode_data(new.type, int(new.schema), orjson.loads(orjson.dumps(new.data)))
-    except (TypeError, ValueError, UnknownEventType) as e:
+        data = orjson.loads(orjson.dumps(new.data))  # as stored
+        fit_record(Record(0, "", 0, new.type, int(new.schema), data, _NO_META, "", 0, "", ""))
+    except OffCatalogueError as e:
+        raise EventShapeError(new.type, e.reason) from e
+    except (TypeError, ValueError) as e:
         raise EventShapeError(new.type, str(e)) from e
 
 

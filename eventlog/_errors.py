@@ -4,6 +4,7 @@ EventLogError
 ├── ConcurrencyError        expected version did not match; nothing written
 ├── IdempotencyConflict     an event_id was reused with different content
 ├── UnknownEventType        a record's type is not in the catalogue (codec)
+├── OffCatalogueError       a stored record does not fit the catalogue (also ValueError)
 ├── StreamNameError         a stream name is not `<category>-<id>` (also ValueError)
 ├── LogClosedError          the log was used after close()
 ├── SnapshotsUnsupported    the backend has no snapshot store (also NotImplementedError)
@@ -46,6 +47,19 @@ class UnknownEventType(EventLogError):
     def __init__(self, type_name: str) -> None:
         super().__init__(f"unknown event type {type_name!r}")
         self.type_name = type_name
+
+
+class OffCatalogueError(EventLogError, ValueError):
+    """Raised when a stored record does not fit the event catalogue: a schema this version does
+    not know, data not of its event's shape, or a type not in the catalogue in flightlog's own
+    streams. Readers skip such a record; import refuses it."""
+
+    def __init__(self, seq: int, stream: str, type_name: str, reason: str) -> None:
+        super().__init__(f"seq {seq} ({stream}): {reason}")
+        self.seq = seq
+        self.stream = stream
+        self.type_name = type_name
+        self.reason = reason
 
 
 class EventShapeError(EventLogError, ValueError):

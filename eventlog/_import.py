@@ -2,8 +2,10 @@
 
 An import continues the chain where the log ends: each record must carry the next seq, the
 head's hash as its prev_hash, the next version of its stream, a time no earlier than the
-head's, and (when verifying) a hash that recomputes from its content. Records are written in
-batches, one transaction each; a batch that breaks any rule is not written at all.
+head's, (when verifying) a hash that recomputes from its content, and content that fits the
+event catalogue (`record_fault`: a crafted record with a recomputed chain is still refused).
+Records are written in batches, one transaction each; a batch that breaks any rule is not
+written at all.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import orjson
 
 from ._append import Row
 from ._chain import Hasher, canonical_bytes
+from ._conformance import record_fault
 from ._errors import EventLogError, ImportRefusedError
 from ._record import GENESIS_HASH, Head, Record, check_stream_name
 from ._sqlreads import COLUMNS
@@ -131,6 +134,9 @@ class ChainCheck:
             )
             if self.hasher(self.hash, body) != r.hash:
                 raise _Refused(seq, "hash does not match the record's content")
+        fault = record_fault(r)
+        if fault:
+            raise _Refused(seq, fault)
         self.seq, self.hash, self.recorded_us = seq, r.hash, r.recorded_us
         self.versions[r.stream] = r.version
         return (seq, r.stream, r.version, r.type, r.schema, data_json, meta_json, r.event_id,

@@ -175,8 +175,9 @@ class EventLog(GroupCommit):
 
         The records must continue the chain where this log ends (an empty log, or one that
         ends at the seq before the first record): a gap, a broken link, a version out of
-        order, a time going back, a reused event id or (with `verify`) a hash that does not
-        recompute raises ImportRefusedError naming the seq. Records go in `batch` at a time,
+        order, a time going back, a reused event id, (with `verify`) a hash that does not
+        recompute or a record that does not fit the event catalogue raises ImportRefusedError
+        naming the seq. Records go in `batch` at a time,
         one transaction each, so only whole batches before the refused one stay written.
         `dry_run` checks everything and writes nothing. Returns the new head.
         """

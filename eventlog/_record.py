@@ -164,6 +164,18 @@ class NewEvent:
     schema: int = 1
 
 
+class NotJSON(bytes):
+    """Stored data that is not JSON, as read: no event fits it, so every reader skips its record."""
+
+
+def lenient_loads(raw: bytes | str) -> Any:
+    """Stored data parsed, or NotJSON when a hand edit left something else in the row."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return NotJSON(raw.encode() if isinstance(raw, str) else raw)
+
+
 class Record(NamedTuple):
     """One stored event.
 

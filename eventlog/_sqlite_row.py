@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ._append import EncodedEvent, Row
-from ._record import APPROVAL_FILTER, GENESIS_HASH, RUN_START_FILTER, Record, uuid_text
+from ._record import APPROVAL_FILTER, GENESIS_HASH, RUN_START_FILTER, Record, lenient_loads, uuid_text
 
 # What a reader selects, in the order the row-to-record code below unpacks it.
 STORED = "seq, stream, version, type, schema, data, CAST(meta AS BLOB), event_id, recorded_at, hash"
@@ -140,7 +140,15 @@ def records(rows: list[Any], hashes_before: Lookup) -> list[Record]:
         return []
     hexes = _hexes(rows)
     prevs = _prev_hashes(rows, hexes, hashes_before)
-    loads = orjson.loads
+    try:
+        return _records(rows, prevs, hexes, orjson.loads)
+    except orjson.JSONDecodeError:  # a hand edit: the record reads, and every reader skips it
+        return _records(rows, prevs, hexes, lenient_loads)
+
+
+def _records(
+    rows: list[Any], prevs: list[str], hexes: list[str], loads: Callable[[Any], Any]
+) -> list[Record]:
     # One comprehension, no call per row but orjson's and the UUID's formatting: this is the
     # cost of every full read. tuple.__new__ builds the Record without NamedTuple.__new__.
     return [

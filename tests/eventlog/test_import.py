@@ -20,10 +20,13 @@ from eventlog._chain import canonical_bytes, make_hasher
 
 @pytest.fixture
 def source(clock):
-    """A log of 9 records over three streams (an in-memory SQLite log of its own)."""
+    """A log of 9 records over three streams (an in-memory SQLite log of its own).
+
+    The streams are users' own: flightlog's (run-, approval-, …) import catalogue events only.
+    """
     with open_log(":memory:", clock=clock) as src:
         for i in range(3):
-            for stream in ("run-a", "run-b", "approval-c"):
+            for stream in ("task-a", "task-b", "deploy-c"):
                 clock.advance(seconds=1)
                 src.append(stream, [NewEvent("Tested", {"n": i, "s": stream}, meta={"actor": "t"})])
         yield src
@@ -57,9 +60,9 @@ def test_an_import_into_an_empty_log_is_the_same_chain(source, log):
     assert head == source.head()
     assert records_of(log) == records_of(source)
     assert log.verify().head == source.verify().head
-    assert log.stream_version("run-a") == 3
+    assert log.stream_version("task-a") == 3
     # Appends continue the imported chain and the imported streams.
-    more = log.append("run-a", [NewEvent("Tested", {"n": 3})], expect=3)
+    more = log.append("task-a", [NewEvent("Tested", {"n": 3})], expect=3)
     assert (more[0].seq, more[0].version, more[0].prev_hash) == (10, 4, head.hash)
     assert log.verify().ok
 
@@ -89,7 +92,7 @@ def test_a_log_that_does_not_end_where_the_records_start_is_refused(source, log)
 
 def test_a_tampered_record_stops_the_import_after_the_last_whole_batch(source, log):
     records = records_of(source)
-    records[4] = records[4]._replace(data={"n": 99, "s": "run-b"})
+    records[4] = records[4]._replace(data={"n": 99, "s": "task-b"})
     with pytest.raises(ImportRefusedError, match="seq 5: hash does not match") as e:
         log.import_records(records, batch=2)
     assert (e.value.seq, e.value.imported, e.value.head) == (5, 4, 4)
@@ -137,7 +140,7 @@ def test_a_forged_chain_must_still_keep_versions_times_and_event_ids(source, log
     records = records_of(source)
     versions = forge([records[0], records[1], records[2], records[3]._replace(version=5)])
     with pytest.raises(
-        ImportRefusedError, match=r"seq 4: stream 'run-a' is at version 1, the record is version 5"
+        ImportRefusedError, match=r"seq 4: stream 'task-a' is at version 1, the record is version 5"
     ):
         log.import_records(versions)
     earlier = forge([records[0], records[1]._replace(recorded_us=records[0].recorded_us - 1)])

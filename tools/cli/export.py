@@ -239,8 +239,9 @@ def import_cmd(db: str, source: str, batch: int, as_json: bool) -> None:
 
     Seq, versions, event ids, times and hashes are kept: the imported chain is the same chain.
     DB (created if missing) must be empty or end where the records start. Every record is
-    checked first (its link to the one before, its hash, its stream's version, its time) and
-    nothing is written if one is wrong; then they are written --batch at a time.
+    checked first (its link to the one before, its hash, its stream's version, its time, and
+    that it fits the event catalogue) and nothing is written if one is wrong; then they are
+    written --batch at a time.
 
     \b
     Exit codes: 0 imported, 1 refused (the message names the seq or line), 2 usage error.
