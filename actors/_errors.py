@@ -273,8 +273,8 @@ class ApprovalExpireRunError(ApprovalError):
 class DuplicateVoteError(ApprovalError):
     """Raised when an actor approves a quorum approval it already approved."""
 
-    def __init__(self, id: str, actor: str) -> None:
-        super().__init__(f"approval {_quote(id)}: {_quote(actor)} has already approved")
+    def __init__(self, id: str, actor: str, why: str = "") -> None:
+        super().__init__(f"approval {_quote(id)}: {why or _quote(actor) + ' has already approved'}")
         self.id = id
         self.actor = actor
 

@@ -199,7 +199,7 @@ def _decide_decision(
             )
             why += "; a quorum needs distinct operators, each with their own credential"
             refused = ApprovalDecisionRefused(state.id, cmd.decision, cmd.actor, cmd.identity, why, now)
-            return Decision([refused], error=DuplicateVoteError(state.id, cmd.actor))
+            return Decision([refused], error=DuplicateVoteError(state.id, cmd.actor, why))
         vote = ApprovalVoted(state.id, cmd.actor, cmd.identity, now)
         if len(state.votes) + 1 < state.quorum:
             return Decision([vote])

@@ -74,7 +74,7 @@ def decide(state: OperatorsState, c: object, now: datetime) -> Decision:
         if c.credential_id in state.by_id or any(
             known.token_sha256 == c.token_sha256 for known in state.by_id.values()
         ):
-            raise OperatorValidationError("that token is already in use; generate another")
+            raise OperatorValidationError("that token or credential id is already in use; try again")
         role = _role(c.role)
         return Decision(
             [OperatorEnrolled(c.name, c.credential_id, role, c.token_sha256, c.by, c.by_credential, now)]

@@ -84,7 +84,13 @@ def _on_server(server: str, method: str, path: str, body: Any = None) -> dict[st
 @click.group()
 def operators() -> None:
     """Named operators and their roles: viewer reads; approver also decides; admin also manages
-    operators, runs and control; enroller only creates runs (for orchestrators)."""
+    operators, runs and control; enroller only creates runs (for orchestrators).
+
+    \b
+    Example:
+      flightlog operators add flightlog.db alice --role approver
+      flightlog operators list --server http://127.0.0.1:8080
+    """
 
 
 @operators.command("add")
@@ -95,7 +101,13 @@ def operators() -> None:
 def add_cmd(
     args: tuple[str, ...], role: str, db_option: str | None, server: str | None, as_json: bool
 ) -> None:
-    """Enrol NAME with a new credential; its token is printed once (stdout), never stored."""
+    """Enrol NAME with a new credential; its token is printed once (stdout), never stored.
+
+    \b
+    Example:
+      flightlog operators add flightlog.db alice --role approver
+      FLIGHTLOG_OPERATOR_TOKEN=... flightlog operators add --server http://127.0.0.1:8080 bob
+    """
     db, (name,) = _split(args, db_option, server, 1)
     if db is not None:
         credential, token = _on_db(db, lambda s: s.operators.enrol(name, role, by=_local_actor()))
@@ -121,7 +133,12 @@ def add_cmd(
 @_target
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_cmd(args: tuple[str, ...], db_option: str | None, server: str | None, as_json: bool) -> None:
-    """Every operator's latest credential: role, whether active, who enrolled or revoked it."""
+    """Every operator's latest credential: role, whether active, who enrolled or revoked it.
+
+    \b
+    Example:
+      flightlog operators list flightlog.db
+    """
     db, _ = _split(args, db_option, server, 0)
     if db is not None:
         rows = [c.to_dict() for c in _on_db(db, lambda s: s.operators.list())]
@@ -153,34 +170,53 @@ def list_cmd(args: tuple[str, ...], db_option: str | None, server: str | None, a
 @click.argument("args", nargs=-1, metavar="[DB] NAME")
 @click.option("--reason", default="", help="Why, for the audit trail.")
 @_target
-def revoke_cmd(args: tuple[str, ...], reason: str, db_option: str | None, server: str | None) -> None:
-    """End NAME's credential at once: its console sessions and API access stop."""
+@click.option("--json", "as_json", is_flag=True, help="Print the revoked credential as JSON.")
+def revoke_cmd(
+    args: tuple[str, ...], reason: str, db_option: str | None, server: str | None, as_json: bool
+) -> None:
+    """End NAME's credential at once: its console sessions and API access stop.
+
+    \b
+    Example:
+      flightlog operators revoke flightlog.db alice --reason "left the team"
+    """
     db, (name,) = _split(args, db_option, server, 1)
     if db is not None:
         credential: Credential = _on_db(
             db, lambda s: s.operators.revoke(name, by=_local_actor(), reason=reason)
         )
-        cid = credential.credential_id
+        body = credential.to_dict()
     else:
         assert server is not None
         body = _on_server(
             server, "POST", f"/api/v1/operators/{quote(name, safe='')}/revoke", {"reason": reason}
         )
-        cid = body["credential_id"]
-    click.echo(f"revoked {name} (credential {cid})")
+    if as_json:
+        emit_json(body)
+        return
+    click.echo(f"revoked {name} (credential {body['credential_id']})")
 
 
 @operators.command("role")
 @click.argument("args", nargs=-1, metavar="[DB] NAME ROLE")
 @_target
-def role_cmd(args: tuple[str, ...], db_option: str | None, server: str | None) -> None:
-    """Give NAME's credential another ROLE (viewer, approver, admin or enroller)."""
+@click.option("--json", "as_json", is_flag=True, help="Print the credential as JSON.")
+def role_cmd(args: tuple[str, ...], db_option: str | None, server: str | None, as_json: bool) -> None:
+    """Give NAME's credential another ROLE (viewer, approver, admin or enroller).
+
+    \b
+    Example:
+      flightlog operators role flightlog.db alice admin
+    """
     db, (name, role) = _split(args, db_option, server, 2)
     if role not in ROLES:
         raise click.BadParameter(f"{role!r} is not one of {', '.join(ROLES)}", param_hint="ROLE")
     if db is not None:
-        _on_db(db, lambda s: s.operators.set_role(name, role, by=_local_actor()))
+        body = _on_db(db, lambda s: s.operators.set_role(name, role, by=_local_actor())).to_dict()
     else:
         assert server is not None
-        _on_server(server, "POST", f"/api/v1/operators/{quote(name, safe='')}/role", {"role": role})
+        body = _on_server(server, "POST", f"/api/v1/operators/{quote(name, safe='')}/role", {"role": role})
+    if as_json:
+        emit_json(body)
+        return
     click.echo(f"{name} is now {role}")

@@ -158,7 +158,8 @@ class OperatorRoutes:
             )
         actor, identity = operator.name, operator.credential_id
         if not operator.may(DECIDE):
-            why = f"operator {operator.name!r} ({identity}) is a {operator.role}, which may not decide"
+            role = operator.role
+            why = f"operator {operator.name!r} ({identity}) has the role {role}, which may not decide"
             try:
                 await run_in_threadpool(
                     self.system.approvals.refuse_attempt, approval_id, decision, operator.label, why
@@ -206,7 +207,9 @@ class OperatorRoutes:
         anchor = _anchor(request)
         result = await run_in_threadpool(self.system.log.verify, anchor)
         started: Integrity | None = getattr(request.app.state, "integrity", None)
-        return json_response(Integrity(result, started.snapshots if started else None).to_dict())
+        if started is None:
+            return json_response(Integrity(result).to_dict())
+        return json_response(Integrity(result, started.snapshots, started.catalogue).to_dict())
 
 
 def _anchor(request: Request) -> Head | None:

@@ -142,8 +142,9 @@ class OperatorAuth:
             if operator is None:
                 raise WireError(401, "unauthorized", {"WWW-Authenticate": "Bearer"})
             if not operator.may(action):
+                role = operator.role
                 raise WireError(
-                    403, f"forbidden: operator {operator.name!r} is a {operator.role}, which may not {action}"
+                    403, f"forbidden: operator {operator.name!r} has the role {role}, which may not {action}"
                 )
             request.state.operator = operator
             return await handler(request)
