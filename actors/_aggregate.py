@@ -5,18 +5,34 @@ command, now) -> Decision` and `evolve(state, event) -> state`. The actor folds 
 start; for each command it decides, appends with `expect=` the version it folded, evolves
 and replies. When another process appended first, the append raises ConcurrencyError: the
 actor folds the new events and decides again, so every decision is made on the latest state.
+
+A record of the stream that does not fit the event catalogue (or that `evolve` fails on) is
+skipped: the state stays as it was, the version moves past it, and it is noted (and logged
+once) in UNREADABLE. An actor never dies folding its stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 import pykka
 
-from eventlog import NO_STREAM, Clock, ConcurrencyError, Event, EventLog, Record, decode, encode
+from eventlog import (
+    NO_STREAM,
+    RECORD_ERRORS,
+    Clock,
+    ConcurrencyError,
+    Event,
+    EventLog,
+    Record,
+    Unreadable,
+    decode,
+    encode,
+    fit_record,
+)
 
 from ._errors import ContentionError
 
@@ -25,6 +41,8 @@ S = TypeVar("S")
 # Retries after a ConcurrencyError before giving up: each retry means another writer won a
 # race on this very stream, so a handful is already extreme contention.
 MAX_ATTEMPTS = 16
+# The records the actors of this process skipped while folding their streams, each logged once.
+UNREADABLE = Unreadable(logged=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +131,7 @@ class AggregateActor(pykka.ThreadingActor, Generic[S]):
         records = list(self.log.read(self.stream, from_version=self.version + 1))
         self.loaded = True
         for record in records:
-            self.state = self.aggregate.evolve(self.state, decode(record))
+            self.state = folded(self.state, record, self.aggregate.evolve)
             self.version = record.version
         if records:
             self.on_changed(records)
@@ -179,3 +197,13 @@ class AggregateActor(pykka.ThreadingActor, Generic[S]):
     def handle(self, message: Any) -> Any:
         """Hook for subclasses: messages other than Execute, Refresh and GetState."""
         raise TypeError(f"{type(self).__name__} does not understand {type(message).__name__}")
+
+
+def folded(state: S, record: Record, evolve: Callable[[S, Event], S]) -> S:
+    """`evolve(state, the event in record)`, or `state` as it was if the record cannot be read
+    (it does not fit the catalogue, or evolving fails on it): then it is noted in UNREADABLE."""
+    try:
+        return evolve(state, decode(fit_record(record)))
+    except RECORD_ERRORS as e:
+        UNREADABLE.note(record, e)
+        return state

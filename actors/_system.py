@@ -8,10 +8,19 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from eventlog import Clock, EventLog, EventLogError, Record, SystemClock, open_log
+from eventlog import (
+    Clock,
+    EventLog,
+    EventLogError,
+    OffCatalogueError,
+    Record,
+    SystemClock,
+    fit_record,
+    open_log,
+)
 from projections import Views
 
-from ._aggregate import Refresh
+from ._aggregate import UNREADABLE, Refresh
 from ._directory import Directory
 from ._errors import ForkError
 from .approvals import ApprovalActor, ApprovalQueue
@@ -209,7 +218,12 @@ class System:
             self._approval_actors.tell_if_running(record.stream_id, Refresh(record.version))
             self._wake.set()
             if record.type == "ApprovalDecided":
-                self.broker.approval_decided(record.data["approval_id"])
+                try:
+                    approval_id = fit_record(record).data["approval_id"]
+                except OffCatalogueError as e:  # written behind flightlog's back: no answer to pass on
+                    UNREADABLE.note(record, e)
+                else:
+                    self.broker.approval_decided(approval_id)
         elif category == "run":
             self.broker.on_record(record)
         elif category in self._directories:

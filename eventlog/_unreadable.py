@@ -22,7 +22,7 @@ from ._shape import quoted
 RECORD_ERRORS: tuple[type[Exception], ...] = (KeyError, TypeError, ValueError, EventLogError)
 # Distinct seqs a tally remembers, so that a record met by several folds counts once; past
 # it the count is a lower bound (a tally's memory stays bounded on any log).
-REMEMBERED = 100_000
+REMEMBERED = 10_000
 LOGGER = logging.getLogger("flightlog.records")
 
 

@@ -7,8 +7,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from eventlog import EventLog, EventLogError, Record, SnapshotStore, upcast_record
-from eventlog.events import catalogue
+from eventlog import RECORD_ERRORS, EventLog, EventLogError, Record, SnapshotStore, Unreadable, fit_record
 
 from ._bulk import bulk
 from ._checkpoints import Checkpoints
@@ -18,8 +17,8 @@ from ._view import View, dump_chunks
 T = TypeVar("T")
 Handlers = list[tuple[str, Callable[[Any, Record], Any]]]
 Dispatch = dict[str, list[tuple[str, Callable[[Any, Record], Any]]]]
-# type -> (its current schema, 0 if unknown; the views' applies; the row keys to note)
-Routes = dict[str, tuple[int, Handlers, tuple[tuple[Callable[[Any], None], str], ...]]]
+# type -> (the views' applies; the row keys to note)
+Routes = dict[str, tuple[Handlers, tuple[tuple[Callable[[Any], None], str], ...]]]
 
 SNAPSHOT_EVERY = 100_000  # seqs between stored snapshots (multiples of it, whatever the start)
 FOLD_BYTES_PER_EVENT = 150  # folding one record costs about as much as loading this much snapshot
@@ -60,6 +59,11 @@ class ViewRunner:
     A stored snapshot is used only if it passes `snapshot_fault` (on this chain, content
     matching its digest, sealed when the log is keyed); one that fails is noted in
     `rejected` and never read again, and a new one is stored when the fold passes its seq.
+
+    A record is folded only if it fits the event catalogue (upcast to its current schema
+    first); one that does not, or that a view's apply fails on, is skipped and noted in
+    `unreadable`. Such a record changes no view, unless an apply fails after another view
+    applied it, which a record that fits the catalogue never causes but a bug in a view might.
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class ViewRunner:
         self.restored: dict[str, int] = {}  # view -> seq of the snapshot the first catch-up used
         self.rejected: Rejected = {}  # snapshots not trusted, and why (not yet stored anew)
         self.rebuilt: Rejected = {}  # rejected snapshots since stored anew
+        self.unreadable = Unreadable()  # records every fold here skipped
         self._memory_views = [self.views[n] for n in checkpoint_views if n in self.views]
         # Views that name the row each record changes (`row_key`) have those keys noted as
         # they fold, so their checkpoints need not compare every row. Views keyed by the same
@@ -154,7 +159,7 @@ class ViewRunner:
         if not bases:
             return
         target = max(seq for seq, _ in bases.values())
-        self._states = fold_from(self.log, list(self.views.values()), bases, target)
+        self._states = fold_from(self.log, list(self.views.values()), bases, target, self.unreadable)
         self._checkpoint = target
         if self._storing() and self.rejected:
             self._rebuild(target)
@@ -164,6 +169,7 @@ class ViewRunner:
         with self._lock:
             routes = routing(self._dispatch, list(self.views.values()), self._touched)
             states, listeners = self._states, self._listeners
+            fit, unreadable = fit_record, self.unreadable
             cp = self._checkpoint
             mark = self._next_mark(cp)
             try:
@@ -178,13 +184,15 @@ class ViewRunner:
                         cp = self._checkpoint
                         mark = self._next_mark(cp)
                     route = routes.get(record.type)
-                    if route is not None:  # one lookup: the schema to upcast to, and the views
-                        if route[0] and record.schema != route[0]:
-                            record = upcast_record(record)
-                        for note, field in route[2]:
-                            note(record.data.get(field))
-                        for name, apply in route[1]:
-                            states[name] = apply(states[name], record)
+                    if route is not None:  # one lookup: the views, and the row keys to note
+                        try:
+                            record = fit(record)
+                            for note, field in route[1]:
+                                note(record.data.get(field))
+                            for name, apply in route[0]:
+                                states[name] = apply(states[name], record)
+                        except RECORD_ERRORS as e:
+                            unreadable.note(record, e)
                     cp = seq
                     if listeners:
                         self._checkpoint = cp
@@ -362,7 +370,7 @@ class ViewRunner:
                             self.rejected.update({k: v for k, v in rejected.items() if k not in self.rebuilt})
                 if snap is not None and snap.seq > start:
                     bases[view.name] = (snap.seq, load_snapshot(view, snap))
-            return fold_from(self.log, chosen, bases, seq)
+            return fold_from(self.log, chosen, bases, seq, self.unreadable)
 
 
 def row_key(view: View) -> str:
@@ -382,9 +390,8 @@ def dispatch_table(views: Sequence[View]) -> Dispatch:
 def routing(
     dispatch: Dispatch, views: Sequence[View] = (), touched: dict[str, set[Any]] | None = None
 ) -> Routes:
-    """Each handled type's current schema (records at another one are upcast first), its views,
-    and the row keys to note for the views in `touched` (one `(set.add, field)` per set)."""
-    schemas = {name: cls.schema for name, cls in catalogue().items()}
+    """Each handled type's views, and the row keys to note for the views in `touched` (one
+    `(set.add, field)` per set)."""
     notes: dict[str, list[tuple[Callable[[Any], None], str]]] = {}
     for view in views:
         keys = (touched or {}).get(view.name)
@@ -396,21 +403,32 @@ def routing(
             if all(n[0] != note[0] for n in found):  # views sharing a set note once
                 found.append(note)
     return {
-        type_name: (schemas.get(type_name, 0), handlers, tuple(notes.get(type_name, ())))
-        for type_name, handlers in dispatch.items()
+        type_name: (handlers, tuple(notes.get(type_name, ()))) for type_name, handlers in dispatch.items()
     }
 
 
-def fold_records(views: Sequence[View], records: Iterable[Record], states: dict[str, Any]) -> dict[str, Any]:
-    """Fold `records` (in order) into `states`, upcasting old schemas first."""
+def fold_records(
+    views: Sequence[View],
+    records: Iterable[Record],
+    states: dict[str, Any],
+    unreadable: Unreadable | None = None,
+) -> dict[str, Any]:
+    """Fold `records` (in order) into `states`, upcasting old schemas first.
+
+    A record that does not fit the catalogue, or that an apply fails on, is skipped and noted
+    in `unreadable` (by default in a tally that logs it to `flightlog.records`).
+    """
     routes = routing(dispatch_table(views))
+    unreadable = unreadable if unreadable is not None else Unreadable(logged=True)
     for record in records:
         route = routes.get(record.type)
         if route is not None:
-            if route[0] and record.schema != route[0]:
-                record = upcast_record(record)
-            for name, apply in route[1]:
-                states[name] = apply(states[name], record)
+            try:
+                record = fit_record(record)
+                for name, apply in route[0]:
+                    states[name] = apply(states[name], record)
+            except RECORD_ERRORS as e:
+                unreadable.note(record, e)
     return states
 
 
@@ -420,15 +438,21 @@ def fold_range(
     to_seq: int,
     after_seq: int = 0,
     states: dict[str, Any] | None = None,
+    unreadable: Unreadable | None = None,
 ) -> dict[str, Any]:
     """Fold records (after_seq, to_seq] into `states` (fresh initial states when None)."""
     states = states if states is not None else {v.name: v.initial() for v in views}
     types = frozenset().union(*(v.types for v in views))
-    return fold_records(views, log.read_all(after_seq=after_seq, to_seq=to_seq, types=types), states)
+    records = log.read_all(after_seq=after_seq, to_seq=to_seq, types=types)
+    return fold_records(views, records, states, unreadable)
 
 
 def fold_from(
-    log: EventLog, views: Sequence[View], bases: dict[str, tuple[int, Any]], to_seq: int
+    log: EventLog,
+    views: Sequence[View],
+    bases: dict[str, tuple[int, Any]],
+    to_seq: int,
+    unreadable: Unreadable | None = None,
 ) -> dict[str, Any]:
     """Fold each view from its base `(seq, state)` (seq 0 and its initial state if absent) to `to_seq`.
 
@@ -446,5 +470,5 @@ def fold_from(
                 active.append(view)
         end = min(marks[i + 1] if i + 1 < len(marks) else to_seq, to_seq)
         if end > mark:
-            fold_range(log, active, end, after_seq=mark, states=states)
+            fold_range(log, active, end, after_seq=mark, states=states, unreadable=unreadable)
     return states

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from eventlog import Clock, EventLog, SnapshotStore, SystemClock, from_micros
+from eventlog import Clock, EventLog, Record, SnapshotStore, SystemClock, Unreadable, from_micros, readable
 
 from ._bulk import bulk
 from ._diff import Diff, diff_items
@@ -91,6 +91,8 @@ class Views:
     anything. `clock` decides which pending approvals are past their deadline right now.
     Snapshot and checkpoint settings are passed to the `ViewRunner`, which keeps every view
     live except those in `ON_DEMAND`: they are folded from the log's index when read.
+    Records that do not fit the event catalogue are left out of every view and counted in
+    `unreadable`, so that whoever shows a view can say so.
     """
 
     def __init__(
@@ -127,6 +129,11 @@ class Views:
     @property
     def names(self) -> list[str]:
         return list(self._names)
+
+    @property
+    def unreadable(self) -> Unreadable:
+        """The records any view here skipped: they do not fit the catalogue, or could not be applied."""
+        return self.runner.unreadable
 
     def view(self, name: str) -> View:
         """The named view (live or folded when read)."""
@@ -172,7 +179,7 @@ class Views:
         if records is None:
             records = self.log.read_all(to_seq=seq, types=view.types)
         with bulk():
-            return fold_records([view], records, {name: view.initial()})[name]
+            return fold_records([view], records, {name: view.initial()}, self.unreadable)[name]
 
     def state(self, name: str, at: At = None) -> Any:
         """A private copy of the named view's raw state, now or as of `at`."""
@@ -295,29 +302,29 @@ class Views:
             live: list[TimelineEntry] | None = self.runner.read(
                 "timeline", lambda state: render(state, run_id) if run_id in state.runs else None
             )
-            return live if live is not None else broker_timeline(self.log.read(f"run-{run_id}"))
+            return live if live is not None else broker_timeline(self._readable(f"run-{run_id}"))
         row = self._current_agent_run(run_id)
         if row is None:
-            records = self.log.read(f"run-{run_id}")
+            records = self._readable(f"run-{run_id}")
             return broker_timeline(itertools.takewhile(lambda r: r.seq <= seq, records))
         if row.first_seq > seq:
             return []
         view = self.runner.views["timeline"]
         records = itertools.takewhile(lambda r: r.seq <= seq, self.log.read(row.stream))
-        state = fold_records([view], records, {view.name: view.initial()})[view.name]
+        state = fold_records([view], records, {view.name: view.initial()}, self.unreadable)[view.name]
         return render(state, run_id)
 
     def timeline_at_each_event(self, run_id: str) -> list[RunMoment]:
         """The run right after each of its events: status and timeline, in seq order."""
         row = self._current_agent_run(run_id)
         if row is None:
-            return broker_moments(self.log.read(f"run-{run_id}"))
+            return broker_moments(self._readable(f"run-{run_id}"))
         view = self.runner.views["timeline"]
         states = {view.name: view.initial()}
         moments = []
         status = ""
-        for record in self.log.read(row.stream):
-            fold_records([view], [record], states)
+        for record in self._readable(row.stream):
+            fold_records([view], [record], states, self.unreadable)
             if record.data.get("run_id") != run_id:
                 continue
             if record.type == "AgentRunStatusChanged":
@@ -338,7 +345,9 @@ class Views:
         if self.runner.started:
             return self.agent_run(run_id)
         view = self.runner.views["agent_runs"]
-        state = fold_records([view], self.log.run_starts(run_id), {view.name: view.initial()})
+        state = fold_records(
+            [view], self.log.run_starts(run_id), {view.name: view.initial()}, self.unreadable
+        )
         row: AgentRun | None = state[view.name].get(run_id)
         return row
 
@@ -360,10 +369,14 @@ class Views:
     def session_history(self, session_id: str, at: At = None) -> list[SessionTurn]:
         """A session's turns with every recorded event, folded from its own stream (up to `at`)."""
         seq = self.resolve_at(at)
-        records = self.log.read(f"session-{session_id}")
+        records = self._readable(f"session-{session_id}")
         if seq is not None:
             records = itertools.takewhile(lambda r: r.seq <= seq, records)
         return session_history(records)
+
+    def _readable(self, stream: str) -> Iterator[Record]:
+        """A stream's records that fit the catalogue, for the folds that read one stream directly."""
+        return readable(self.log.read(stream), self.unreadable)
 
     def agent_activity(self, user_id: str, at: At = None) -> dict[str, datetime]:
         """Agent id -> when `user_id` last talked to it (agents never talked to are left out)."""

@@ -97,7 +97,8 @@ Exit codes:
        a busy port, a missing extra
   3-7  approve/reject refused: 3 no such approval, 4 already decided, 5 expired,
        6 a duplicate quorum vote, 7 still being recorded (see `flightlog approve --help`);
-       3 also: serve refused a log whose chain does not verify (see --allow-tampered)
+       3 also: serve refused a log whose chain does not verify or that holds records off
+       the event catalogue (see --allow-tampered)
   8    the database cannot be used: not a flightlog log, not a database, damaged,
        unreadable, a directory, a full disk, read-only where a write was needed
   130  interrupted (Ctrl-C)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from eventlog import Clock, EventLog, Record, decode
+from eventlog import Clock, EventLog, Record
 
-from .._aggregate import AggregateActor
+from .._aggregate import AggregateActor, folded
 from .known import KnownRuns
 from .run_decider import (
     RUNS,
@@ -81,7 +81,7 @@ class RunActor(AggregateActor[RunState]):
     def _state_before(self, version: int) -> RunState:
         state = self.aggregate.initial(self.id)
         for record in self.log.read(self.stream, to_version=version - 1):
-            state = self.aggregate.evolve(state, decode(record))
+            state = folded(state, record, self.aggregate.evolve)
         return state
 
     def on_changed(self, records: list[Record]) -> None:

@@ -5,13 +5,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from eventlog import Record
+from eventlog import Record, readable
 
+from .._aggregate import UNREADABLE
 from .model import ControlMessage, Finish, PermissionState, Reply, Report, RunView
 
 
 def fold_run_view(records: Iterable[Record]) -> RunView | None:
-    """The run's current view from its stream's records, or None if it is not registered."""
+    """The run's current view from its stream's records, or None if it is not registered.
+
+    Records that do not fit the event catalogue are skipped (and noted in UNREADABLE).
+    """
     view: RunView | None = None
     queue: list[ControlMessage] = []  # a list, as the seed's: message ids may repeat
     reports: list[Report] = []
@@ -21,7 +25,7 @@ def fold_run_view(records: Iterable[Record]) -> RunView | None:
     decisions: dict[str, str] = {}
     registered_at = last_seen = None
     revoked = False
-    for r in records:
+    for r in readable(records, UNREADABLE):
         d = r.data
         t = r.type
         if t == "RunRegistered":

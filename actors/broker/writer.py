@@ -20,9 +20,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from eventlog import NO_STREAM, Clock, ConcurrencyError, EventLog, Record, decode
+from eventlog import NO_STREAM, Clock, ConcurrencyError, EventLog, Record
 
-from .._aggregate import MAX_ATTEMPTS
+from .._aggregate import MAX_ATTEMPTS, folded
 from .._errors import ContentionError
 from .known import Known, KnownRuns
 from .model import ControlMessage
@@ -324,7 +324,7 @@ class RunWriter:
         state = known.state if known is not None else RunState(run_id)
         version = known.version if known is not None else 0
         for record in self.log.read(f"run-{run_id}", from_version=version + 1):
-            state = evolve(state, decode(record))
+            state = folded(state, record, evolve)
             version = record.version
         fresh = Known(state, version)
         self.known.publish(run_id, state, version, self.clock.now())

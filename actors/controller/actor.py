@@ -7,9 +7,10 @@ from typing import Any
 
 import pykka
 
-from eventlog import NO_STREAM, Clock, ConcurrencyError, Event, EventLog, decode, encode
+from eventlog import NO_STREAM, Clock, ConcurrencyError, Event, EventLog, encode
 from eventlog.events import ReconcileApprovalDropped, ReconcileApprovalGranted
 
+from .._aggregate import folded
 from .._errors import ContentionError, ReconcileError
 from .decider import ABORTING, STOPPED, ControllerState, OneTime, Started, Step, fold, step
 
@@ -56,7 +57,7 @@ class ControllerActor(pykka.ThreadingActor):
 
     def _refresh(self) -> None:
         for record in self.log.read(self.stream, from_version=self.version + 1):
-            self.state = fold(self.state, decode(record))
+            self.state = folded(self.state, record, fold)
             self.version = record.version
 
     def on_receive(self, message: Any) -> Any:

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from eventlog import Event, EventLog, Record, decode
+from eventlog import Event, EventLog, Record
 from eventlog.events import ProjectArchived, ProjectCreated, ProjectDeleted, ProjectUpdated
 
-from .._aggregate import AggregateActor, Decision, Execute
+from .._aggregate import AggregateActor, Decision, Execute, folded
 from .._errors import ProjectError, ProjectNotFoundError
 
 
@@ -114,7 +114,7 @@ def load(log: EventLog, project_id: str) -> ProjectState:
     """Fold the project's stream as it is now."""
     state = PROJECTS.initial(project_id)
     for record in log.read(f"{PROJECTS.category}-{project_id}"):
-        state = evolve(state, decode(record))
+        state = folded(state, record, evolve)
     return state
 
 

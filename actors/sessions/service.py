@@ -10,10 +10,10 @@ import dataclasses
 from collections.abc import Callable
 from datetime import datetime
 
-from eventlog import Clock, EventLog, decode
+from eventlog import Clock, EventLog
 from projections.sessions import SessionTurn, session_history
 
-from .._aggregate import Execute
+from .._aggregate import Execute, folded
 from .._directory import Directory
 from .._errors import GroupCompactionUnsupportedError, SessionError, SessionNotFoundError
 from ..approvals import ApprovalQueue
@@ -112,7 +112,7 @@ class Sessions:
     def _load(self, session_id: str) -> SessionState:
         state = SESSIONS.initial(session_id)
         for record in self._log.read(f"{SESSIONS.category}-{session_id}"):
-            state = evolve(state, decode(record))
+            state = folded(state, record, evolve)
         return state
 
     # -- turns -----------------------------------------------------------------------------

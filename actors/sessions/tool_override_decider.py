@@ -15,10 +15,10 @@ from urllib.parse import quote
 
 import orjson
 
-from eventlog import Event, EventLog, Record, decode
+from eventlog import Event, EventLog, Record
 from eventlog.events import ToolOverrideCleared, ToolOverrideSet
 
-from .._aggregate import AggregateActor, Decision, Execute
+from .._aggregate import AggregateActor, Decision, Execute, folded
 from .tool_overrides import (
     TOOL_OVERRIDE_SCOPE_SYSTEM,
     TOOL_OVERRIDE_SCOPE_SYSTEM_AGENT,
@@ -115,7 +115,7 @@ def load(log: EventLog, owner: str) -> ToolOverridesState:
     """Fold one owner's stream as it is now."""
     state = TOOL_OVERRIDES.initial(owner)
     for record in log.read(f"{TOOL_OVERRIDES.category}-{owner}"):
-        state = evolve(state, decode(record))
+        state = folded(state, record, evolve)
     return state
 
 

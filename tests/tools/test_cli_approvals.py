@@ -264,8 +264,9 @@ def test_audit_shows_history_and_verifies_the_chain(db):
     assert [r["id"] for r in out["approvals"]] == [a]
     assert out["approvals"][0]["payload_sha256"] == "ab" * 32
     snapshots = {"ok": True, "method": "re-derived", "checked": 0, "bad": []}
+    catalogue = {"ok": True, "checked": 5, "off_catalogue": 0, "first": []}
     assert out["verify"] == {"ok": True, "checked": 5, "first_bad_seq": None, "reason": "", "head_seq": 5,
-                             "snapshots": snapshots}  # fmt: skip
+                             "snapshots": snapshots, "catalogue": catalogue}  # fmt: skip
 
 
 def test_audit_reports_a_broken_chain(db):

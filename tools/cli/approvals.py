@@ -18,7 +18,7 @@ from projections.approvals import load_row, pending_order
 from .._output import EXIT_FOUND, console, emit_json, err_console, open_db, shown
 from ..http import Integrity, check_log
 from .decide import approve_cmd, reject_cmd
-from .formats import SHORT_DIGEST, Column, duration, latency, print_table, when, wide_option
+from .formats import SHORT_DIGEST, Column, duration, latency, print_table, say_unreadable, when, wide_option
 from .remote import OperatorClient, error_of, one_target, server_option
 
 
@@ -84,6 +84,7 @@ def approvals_cmd(db: str | None, server: str | None, show_all: bool, wide: bool
         try:
             now = views.clock.now()
             rows = views.approval_history() if show_all else views.pending_approvals()
+            say_unreadable(views.unreadable)
         finally:
             log.close()
     if as_json:
@@ -144,7 +145,8 @@ def audit_cmd(db: str | None, server: str | None, run_id: str | None, wide: bool
 
     For every approval: the request (run, kind, title, risk, payload digest), its outcome,
     who caused it and with which identity, when, the latency, and the decisions that were
-    refused. Then the chain is verified; exit 1 if it is broken.
+    refused. Then the chain is verified and every record checked against the event catalogue;
+    exit 1 if the chain is broken or a record does not fit.
 
     \b
     Example:
@@ -184,6 +186,7 @@ def _audit_db(db: str) -> tuple[list[ApprovalRow], Integrity, str]:
             views.runner.rejected.update({(b.view, b.version, b.seq): b.reason for b in found.snapshots.bad})
         try:
             rows = views.approval_history()
+            say_unreadable(views.unreadable)
         except (EventLogError, TypeError, ValueError, KeyError) as e:
             # A tampered record may not even decode: the chain check below still says where.
             rows, unreadable = [], f"the approval history could not be read: {type(e).__name__}: {e}"
@@ -265,6 +268,8 @@ def _verify_json(found: Integrity) -> dict[str, Any]:
 
 def _verify_line(found: Integrity) -> str:
     result = found.chain
+    if result.ok and found.catalogue is not None and not found.catalogue.ok:
+        return f"[red]OFF CATALOGUE[/]: {shown(found.tamper())}"
     if result.ok and not found.ok:
         return f"[red]FORGED[/]: {shown(found.tamper())}"
     if result.ok:

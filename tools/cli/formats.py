@@ -10,9 +10,19 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .._output import console
+from eventlog import Unreadable
+
+from .._output import console, err_console, shown
 
 SHORT_DIGEST = 12  # hex characters of a payload digest shown in tables
+
+
+def say_unreadable(unreadable: Unreadable) -> None:
+    """One line on stderr when the views left records out (they do not fit the event catalogue,
+    or could not be folded): how many and the first few; nothing when none were."""
+    summary = unreadable.summary()
+    if summary:
+        err_console.print(f"flightlog: {shown(summary)} (`flightlog verify` names them)", soft_wrap=True)
 
 
 def when(at: datetime | None) -> str:

@@ -111,7 +111,11 @@ def _check_stream(log: EventLog, stream: str) -> None:
 @click.argument("db", required=False)
 @server_option
 @click.option("--anchor", "anchor_file", type=click.File("r"), help="An anchor saved by `flightlog anchor`.")
-@click.option("--chain-only", is_flag=True, help="Walk the chain only; do not check the view snapshots.")
+@click.option(
+    "--chain-only",
+    is_flag=True,
+    help="Walk the chain only; check neither the records nor the view snapshots.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def verify_cmd(
     db: str | None,
@@ -120,13 +124,16 @@ def verify_cmd(
     chain_only: bool,
     as_json: bool,
 ) -> None:
-    """Walk the hash chain of DB and check its view snapshots; exit 1 if either fails.
+    """Walk the hash chain of DB, check its records and its view snapshots; exit 1 if any fails.
 
-    The chain is walked record by record and the first bad seq named. Then every stored view
-    snapshot is checked: on its chain position and against its digest; on a keyed log by its
-    MAC, on an unkeyed log by re-deriving it from the log (one fold of every view, about what
-    `flightlog replay` costs; --chain-only skips it). With --server, the server's chain is
-    walked now and its snapshots are as it checked them when it started.
+    The chain is walked record by record and the first bad seq named. Every record is checked
+    against the event catalogue: a record a crafted import or a hand edit put there (with the
+    chain recomputed), or that a newer flightlog wrote, is named with why (the first few);
+    every view leaves such records out. Then every stored view snapshot is checked: on its
+    chain position and against its digest; on a keyed log by its MAC, on an unkeyed log by
+    re-deriving it from the log (one fold of every view, about what `flightlog replay` costs;
+    --chain-only skips both checks). With --server, the server's chain is walked now and its
+    records and snapshots are as it checked them when it started.
 
     \b
     Example:
@@ -154,6 +161,12 @@ def verify_cmd(
             f"[red]BROKEN[/] at seq {result.first_bad_seq}: {result.reason} "
             f"({result.checked} events verified before it)"
         )
+    if not as_json and found.catalogue is not None:
+        fits = found.catalogue
+        line = shown(fits.summary())
+        console.print(
+            f"[green]ok[/]: {line}" if fits.ok else f"[red]OFF CATALOGUE[/]: {line}", soft_wrap=True
+        )
     if not as_json and found.snapshots is not None:
         check = found.snapshots
         line = shown(check.summary())
@@ -170,7 +183,16 @@ def _verify_db(db: str, anchor: Head | None, quiet: bool, snapshots: bool) -> In
             task = bar.add_task("verifying the chain", total=total)
             chain = lambda n: bar.update(task, completed=n)  # noqa: E731
             check = lambda n, of: bar.update(task, description="re-deriving snapshots", completed=n, total=of)  # noqa: E731
-            return check_log(log, anchor, snapshots=snapshots, chain_progress=chain, snapshot_progress=check)
+            fits = lambda n: bar.update(task, description="checking the records", completed=n)  # noqa: E731
+            return check_log(
+                log,
+                anchor,
+                snapshots=snapshots,
+                catalogue=snapshots,
+                chain_progress=chain,
+                snapshot_progress=check,
+                catalogue_progress=fits,
+            )
     except EventLogError as e:
         raise click.ClickException(str(e)) from e
     finally:

@@ -15,7 +15,7 @@ from urllib.parse import quote, urlsplit
 
 import click
 
-from eventlog import Head, VerifyResult
+from eventlog import CatalogueCheck, Finding, Head, VerifyResult
 from projections import (
     AgentRun,
     ApprovalRow,
@@ -111,7 +111,7 @@ class OperatorClient:
         return next((r for r in self.approval_history() if r.id == approval_id), None)
 
     def integrity(self, anchor: Head | None = None) -> Integrity:
-        """The server's verdict: its chain walked now, its snapshots as checked at its start."""
+        """The server's verdict: its chain walked now, its records and snapshots as checked at its start."""
         body = self._verify_body(anchor)
         found = body.get("snapshots")
         check = None
@@ -119,7 +119,13 @@ class OperatorClient:
             bad = [BadSnapshot(str(b["view"]), int(b["version"]), int(b["seq"]), str(b["reason"]))
                    for b in found.get("bad", [])]  # fmt: skip
             check = SnapshotCheck(str(found["method"]), int(found["checked"]), bad)
-        return Integrity(self._chain(body), check)
+        fits = body.get("catalogue")
+        catalogue = None
+        if isinstance(fits, dict):
+            first = tuple(Finding(int(f["seq"]), str(f["stream"]), str(f["type"]), str(f["reason"]))
+                          for f in fits.get("first", []))  # fmt: skip
+            catalogue = CatalogueCheck(int(fits["checked"]), int(fits["off_catalogue"]), first)
+        return Integrity(self._chain(body), check, catalogue)
 
     def verify(self, anchor: Head | None = None) -> VerifyResult:
         return self._chain(self._verify_body(anchor))

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 TOKEN_ENV = "FLIGHTLOG_OPERATOR_TOKEN"
 MIN_TOKEN_LENGTH = 16
 MAX_TOKEN_LENGTH = 512
-EXIT_TAMPERED = 3  # serve refused a log whose chain does not verify (see --allow-tampered)
+EXIT_TAMPERED = 3  # serve refused a log whose chain does not verify or that holds records off the
+# event catalogue (see --allow-tampered)
 PROGRESS_FROM = 50_000  # logs shorter than this verify too fast to need a progress bar
 # glibc's malloc arenas a server may use. By default a process with many threads gets up to
 # 8 per core, each holding its own freed memory: in `flightlog bench soak` (200,000 events,
@@ -115,8 +116,9 @@ def _log_storage_incidents() -> None:
 
 
 def _open_verified(db: str, allow_tampered: bool) -> tuple[EventLog, Integrity]:
-    """Open DB and verify it (progress on stderr for long logs): a broken chain exits with
-    EXIT_TAMPERED unless `allow_tampered`; snapshots that fail are dropped, to be stored anew."""
+    """Open DB and verify it (progress on stderr for long logs): a broken chain or records off
+    the event catalogue exit with EXIT_TAMPERED unless `allow_tampered`; snapshots that fail
+    are dropped, to be stored anew."""
     from ..http import check_log, drop_untrusted
 
     try:
@@ -134,6 +136,9 @@ def _open_verified(db: str, allow_tampered: bool) -> tuple[EventLog, Integrity]:
             integrity = check_log(
                 log,
                 chain_progress=lambda n: bar.update(task, completed=n),
+                catalogue_progress=lambda n: bar.update(
+                    task, description="checking the records", completed=n
+                ),
                 snapshot_progress=lambda n, of: bar.update(
                     task, description="re-deriving view snapshots", completed=n, total=of
                 ),
@@ -142,7 +147,7 @@ def _open_verified(db: str, allow_tampered: bool) -> tuple[EventLog, Integrity]:
         if long:
             what = "" if integrity.snapshots is None else f"; {integrity.snapshots.summary()}"
             click.echo(f"flightlog: verified in {time.monotonic() - started:.1f} s{what}", err=True)
-        if not integrity.chain.ok and not allow_tampered:
+        if integrity.refused and not allow_tampered:
             err_console.print(
                 f"flightlog: refusing to serve {db}: {tamper} (--allow-tampered serves it with a banner)",
                 soft_wrap=True,
@@ -238,7 +243,8 @@ def _operator_token_digest() -> str:
 @click.option(
     "--allow-tampered",
     is_flag=True,
-    help="Serve a log whose chain does not verify, with a tamper banner on every answer.",
+    help="Serve a log whose chain does not verify or that holds records off the event catalogue "
+    "(every view leaves those out), with a tamper banner on every answer.",
 )
 @click.option(
     "--session-idle",
@@ -286,7 +292,8 @@ def serve_cmd(
     an operator creates each run first (`flightlog runs create`) and its agent registers with
     the token it was given (see --registration).
 
-    Before it serves, it verifies the log: a broken hash chain stops it with exit code 3
+    Before it serves, it verifies the log: a broken hash chain, or records that do not fit
+    the event catalogue (a crafted import, a newer flightlog's), stop it with exit code 3
     (one line naming the first bad seq) unless --allow-tampered, and view snapshots that fail
     verification are deleted and stored anew, never shown. Either way the finding is printed
     and carried by every answer (the Flightlog-Tamper header) and the console's banner.

@@ -17,7 +17,7 @@ from projections import Diff, TimelineEntry, Views
 
 from .._output import EXIT_FOUND, console, emit_json, open_db, shown
 from . import ids, replay
-from .formats import Column, print_table, wide_option
+from .formats import Column, print_table, say_unreadable, wide_option
 from .remote import OperatorClient, one_target, server_option
 
 AT_HELP = "A seq, or an ISO time such as 2026-01-01T10:42:07Z."
@@ -119,6 +119,7 @@ def runs_cmd(db: str | None, server: str | None, at_text: str | None, wide: bool
             finish = {r.run_id: views.finish_status(r.run_id, at=seq) for r in broker} if broker else {}
             agent = views.agent_runs(at=seq)
             moment = _moment(views, seq)
+            say_unreadable(views.unreadable)
         finally:
             log.close()
     if as_json:
@@ -204,6 +205,7 @@ def timeline_cmd(
                 seq = parse_at(log, at_text) if at_text is not None else head
                 entries = views.timeline(run_id, at=seq)
                 moment = _moment(views, seq)
+            say_unreadable(views.unreadable)
         finally:
             log.close()
     if each:

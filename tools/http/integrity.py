@@ -1,8 +1,12 @@
-"""What was verified of a log: its chain and its snapshots, as one verdict for people and scripts.
+"""What was verified of a log: its chain, its records against the event catalogue and its
+snapshots, as one verdict for people and scripts.
 
 `flightlog verify` and `audit` print it; `flightlog serve` computes it before it starts, refuses
-a log whose chain is broken (unless told to serve it anyway) and then shows the tamper line on
-every answer (the `Flightlog-Tamper` header), in the console and in its start-up log.
+a log whose chain is broken or that holds records off the catalogue (unless told to serve it
+anyway) and then shows the tamper line on every answer (the `Flightlog-Tamper` header), in the
+console and in its start-up log. A record off the catalogue with an intact chain was written
+past flightlog (a crafted import, a hand edit that recomputed the hashes) or by a newer
+flightlog: either way every view leaves it out.
 """
 
 from __future__ import annotations
@@ -11,7 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from eventlog import EventLog, EventLogError, Head, VerifyResult, snapshot_store
+from eventlog import (
+    CatalogueCheck,
+    EventLog,
+    EventLogError,
+    Head,
+    VerifyResult,
+    check_catalogue,
+    snapshot_store,
+)
 from projections import SnapshotCheck, check_snapshots, default_views
 
 TAMPER_HEADER = "Flightlog-Tamper"
@@ -21,19 +33,32 @@ Progress = Callable[[int, int], object]  # (done, total)
 
 @dataclass(frozen=True, slots=True)
 class Integrity:
-    """The chain's verification and, when the chain holds, the snapshots' (None: not checked)."""
+    """The chain's verification, the records' check against the catalogue and, when the chain
+    holds, the snapshots' (None: not checked)."""
 
     chain: VerifyResult
     snapshots: SnapshotCheck | None = None
+    catalogue: CatalogueCheck | None = None
 
     @property
     def ok(self) -> bool:
-        return self.chain.ok and (self.snapshots is None or self.snapshots.ok)
+        return (
+            self.chain.ok
+            and (self.snapshots is None or self.snapshots.ok)
+            and (self.catalogue is None or self.catalogue.ok)
+        )
+
+    @property
+    def refused(self) -> bool:
+        """Whether `flightlog serve` refuses the log unless told to serve it anyway."""
+        return not self.chain.ok or (self.catalogue is not None and not self.catalogue.ok)
 
     def tamper(self) -> str:
         """One line saying what is wrong, or "" when nothing is."""
         if not self.chain.ok:
             return f"the hash chain breaks at seq {self.chain.first_bad_seq}: {self.chain.reason}"
+        if self.catalogue is not None and not self.catalogue.ok:
+            return self.catalogue.summary()
         if self.snapshots is not None and not self.snapshots.ok:
             bad = self.snapshots.bad
             return f"{len(bad)} view snapshot(s) failed verification and were not trusted: " + "; ".join(
@@ -52,6 +77,7 @@ class Integrity:
             "reason": r.reason,
             "head": None if r.head is None else {"seq": r.head.seq, "hash": r.head.hash},
             "snapshots": None if self.snapshots is None else self.snapshots.to_dict(),
+            "catalogue": None if self.catalogue is None else self.catalogue.to_dict(),
         }
 
 
@@ -60,14 +86,18 @@ def check_log(
     anchor: Head | None = None,
     *,
     snapshots: bool = True,
+    catalogue: bool = True,
     chain_progress: Callable[[int], object] | None = None,
     snapshot_progress: Progress | None = None,
+    catalogue_progress: Callable[[int], object] | None = None,
 ) -> Integrity:
-    """Verify the chain and then, if it holds and `snapshots`, every stored view snapshot."""
+    """Verify the chain, then (if `catalogue`) check every record against the event catalogue
+    and, if the chain holds and `snapshots`, every stored view snapshot."""
     chain = log.verify(anchor, progress=chain_progress)
+    fits = check_catalogue(log.read_all(), progress=catalogue_progress) if catalogue else None
     if not chain.ok or not snapshots:
-        return Integrity(chain)
-    return Integrity(chain, check_snapshots(log, default_views(), progress=snapshot_progress))
+        return Integrity(chain, catalogue=fits)
+    return Integrity(chain, check_snapshots(log, default_views(), progress=snapshot_progress), fits)
 
 
 def drop_untrusted(log: EventLog, check: SnapshotCheck) -> int:

@@ -368,7 +368,8 @@ def _operator_paths() -> dict[str, Schema]:
                 "found tampering, every answer of the server carries a Flightlog-Tamper header saying so",
                 {
                     "200": _json(
-                        "The verification result: `ok` is false if the chain or a snapshot failed",
+                        "The verification result: `ok` is false if the chain or a snapshot failed, or a "
+                        "record did not fit the event catalogue when the server started (`catalogue`)",
                         _obj(
                             {
                                 "ok": {"type": "boolean"},
@@ -378,6 +379,7 @@ def _operator_paths() -> dict[str, Schema]:
                                 "reason": {"type": "string"},
                                 "head": {"type": ["object", "null"]},
                                 "snapshots": {"type": ["object", "null"]},
+                                "catalogue": {"type": ["object", "null"]},
                             },
                             ("ok", "checked"),
                         ),
