@@ -227,6 +227,17 @@ def test_the_readers_answer_without_the_records_and_say_how_many_they_left_out(t
     assert "could not be read" in table.stderr
 
 
+def test_events_and_export_show_data_that_is_not_json_as_its_text(tampered):
+    db, records = tampered
+    events = run("events", db, "--json")
+    assert events.exit_code == 0
+    assert json.loads(events.stdout.splitlines()[-1])["data"] == '{"run_id": '
+    assert run("events", db).exit_code == 0
+    exported = run("export", db)
+    assert exported.exit_code == 0
+    assert len(exported.stdout.splitlines()) == records[-1].seq
+
+
 def test_serve_refuses_the_log_in_one_line(tampered, seeded):
     db, _ = tampered
     argv = [sys.executable, "-c", "from tools.cli import main; main()", "serve", "--db", db, "--port", "0"]

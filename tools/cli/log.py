@@ -26,14 +26,20 @@ from .remote import OperatorClient, one_target, server_option
 
 
 def record_json(r: Record) -> dict[str, object]:
+    """A stored record as `events --json` and `export` write it. Data or meta that is not JSON
+    (only a hand edit stores that) is written as its text: shown, and refused by import."""
+    try:
+        meta: object = r.meta
+    except ValueError:
+        meta = r.meta_json.decode("utf-8", "replace")
     return {
         "seq": r.seq,
         "stream": r.stream,
         "version": r.version,
         "type": r.type,
         "schema": r.schema,
-        "data": r.data,
-        "meta": r.meta,
+        "data": r.data.decode("utf-8", "replace") if isinstance(r.data, bytes) else r.data,
+        "meta": meta,
         "event_id": r.event_id,
         "recorded_at": r.recorded_at.isoformat(),
         "prev_hash": r.prev_hash,
@@ -78,7 +84,7 @@ def events_cmd(db: str, stream: str | None, after: int, follow: bool, as_json: b
             if as_json:
                 click.echo(orjson.dumps(record_json(r)).decode())
             else:
-                data = orjson.dumps(r.data).decode()
+                data = orjson.dumps(record_json(r)["data"]).decode()
                 stamp = r.recorded_at.isoformat(timespec="milliseconds")
                 console.print(
                     f"[dim]{r.seq:>8}[/] {stamp} [cyan]{shown(r.stream)}[/]@{r.version} "
