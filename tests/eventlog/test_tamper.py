@@ -54,11 +54,13 @@ class PgRaw:
 
 
 def _fill(target: str) -> None:
+    # A user's own events in a user's stream: flightlog's own streams (run-, approval-, …) take
+    # catalogue events only, which `flightlog verify` checks besides the chain.
     clock = ManualClock()
     with open_log(target, clock=clock) as log:
         for i in range(EVENTS):
             clock.advance(1)
-            log.append(f"run-{i % 3}", [NewEvent("Tested", {"n": i}, meta={"actor": "alice"})])
+            log.append(f"task-{i % 3}", [NewEvent("Tested", {"n": i}, meta={"actor": "alice"})])
 
 
 @pytest.fixture(scope="module", params=SHARED_BACKENDS)
