@@ -18,6 +18,7 @@ from .known import KnownRuns
 from .model import ORIGIN_SELF, ControlMessage, Finish, Reply, Report, token_digest
 from .parking import Parked, Parking
 from .run_decider import (
+    TOKEN_CHANGES,
     Heartbeat,
     QueueControl,
     RecordFinish,
@@ -138,10 +139,11 @@ class HotPath:
         return self._parking.leave(parked, done)
 
     def _written(self, run_id: str, records: list[Record]) -> None:
-        """After a commit of the writer: wake the run's waiters, as its actor would."""
+        """After a commit of the writer (or records of another it folded): wake the run's waiters,
+        as its actor would."""
         types = {r.type for r in records}  # one pass: this runs after every hot write
-        if "ControlQueued" in types:
-            self._signal(run_id)
+        if "ControlQueued" in types or not types.isdisjoint(TOKEN_CHANGES):
+            self._signal(run_id)  # a waiting poll takes, or shows its token again
         if any(t.startswith("Ask") for t in types):
             self._asked(run_id)
 

@@ -228,9 +228,10 @@ class RunWriter:
                 if call.parked is not None and not isinstance(outcome, list):
                     self._release(call)
                 if isinstance(outcome, ConcurrencyError) and call.attempts < MAX_ATTEMPTS:
-                    self._fold(
-                        call.run_id, known
-                    )  # another writer was first: decide again on the log's state
+                    # Another writer was first: decide again on the log's state, and wake the
+                    # run's waiters for what it wrote (the follower, taking that commit for
+                    # this one's, may have told them before this state was folded).
+                    self._fold(call.run_id, known, wake=True)
                     again.append(call)
                     continue
                 if isinstance(outcome, ConcurrencyError):
@@ -319,13 +320,19 @@ class RunWriter:
             return
         call.settle((True, value) if call.token_sha256 is not None else value)
 
-    def _fold(self, run_id: str, known: Known | None) -> Known:
-        """The run's state folded from `known` (or from nothing) to the log's last version."""
+    def _fold(self, run_id: str, known: Known | None, wake: bool = False) -> Known:
+        """The run's state folded from `known` (or from nothing) to the log's last version.
+
+        With `wake`, `on_written` is told of the records folded, as of a commit of its own.
+        """
         state = known.state if known is not None else RunState(run_id)
         version = known.version if known is not None else 0
-        for record in self.log.read(f"run-{run_id}", from_version=version + 1):
+        records = list(self.log.read(f"run-{run_id}", from_version=version + 1))
+        for record in records:
             state = folded(state, record, evolve)
             version = record.version
         fresh = Known(state, version)
         self.known.publish(run_id, state, version, self.clock.now())
+        if wake and records:
+            self.on_written(run_id, records)
         return fresh

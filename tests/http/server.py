@@ -49,6 +49,7 @@ class ServerProcess:
     ) -> None:
         self.db = db
         self.operator_token = operator_token
+        self.registration = registration
         self.credentials: dict[str, str] = {}  # operator name -> credential id, of those enrolled here
         env = {k: v for k, v in os.environ.items() if k != "FLIGHTLOG_OPERATOR_TOKEN"}
         env["PYTHONUNBUFFERED"] = "1"

@@ -2,7 +2,10 @@
 
 Each test follows one of avenor's broker HTTP tests (status codes and JSON bodies as those
 tests expect), over loopback to a real server process; then what avenor cannot do: a server
-restart between the ask, the reply and the wait loses nothing.
+restart between the ask, the reply and the wait loses nothing. The scenarios run on a server
+open to self-registration, as avenor's broker is, and on one taking enrolled runs only (the
+default), where each run is created through the operator API first and its agent registers
+with the token it was given, as avenor's sidecar does with its orchestrator's.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ class Agent:
     def __init__(self, server: ServerProcess, run_id: str, **info: str) -> None:
         self.server = server
         self.run_id = run_id
-        answer = server.client.post("/register", json={"run_id": run_id, **info})
+        given = {"token": server.create_run(run_id)} if server.registration == "enrolled" else {}
+        answer = server.client.post("/register", json={"run_id": run_id, **given, **info})
         assert answer.status_code == 200, answer.text
         self.token = answer.json()["token"]
 
@@ -59,9 +63,10 @@ class Agent:
         return list(answer.json() or [])
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[ServerProcess]:
-    served = ServerProcess(tmp_path_factory.mktemp("ask") / "ask.db", OPERATOR_TOKEN)
+@pytest.fixture(scope="module", params=["open", "enrolled"])
+def server(tmp_path_factory, request) -> Iterator[ServerProcess]:
+    db = tmp_path_factory.mktemp("ask") / "ask.db"
+    served = ServerProcess(db, OPERATOR_TOKEN, registration=request.param)
     yield served
     served.close()
 
@@ -250,7 +255,8 @@ def test_sessions(server):
 
 
 def test_an_empty_poll_is_null_and_register_keys_come_in_avenors_order(server):
-    answer = server.client.post("/register", json={"run_id": "bytes-run"})
+    given = {"token": server.create_run("bytes-run")} if server.registration == "enrolled" else {}
+    answer = server.client.post("/register", json={"run_id": "bytes-run", **given})
     assert answer.content.startswith(b'{"run_id":"bytes-run","token":"')
     token = answer.json()["token"]
     empty = server.client.post("/poll-control", json={"run_id": "bytes-run", "token": token})

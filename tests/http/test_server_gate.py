@@ -22,8 +22,11 @@ HALF_OPEN = 300
 
 
 @pytest.fixture
-def server(tmp_path):
-    served = ServerProcess(tmp_path / "gate.db", OPERATOR_TOKEN, ("--read-timeout", str(READ_TIMEOUT)))
+def server(tmp_path, request):
+    # `open` unless a test asks for its registration mode (indirect parametrization).
+    registration = getattr(request, "param", "open")
+    args = ("--read-timeout", str(READ_TIMEOUT))
+    served = ServerProcess(tmp_path / "gate.db", OPERATOR_TOKEN, args, registration=registration)
     yield served
     served.close()
 
@@ -71,11 +74,17 @@ class GoClient:
         self.sock.close()
 
 
+@pytest.mark.parametrize("server", ["open", "enrolled"], indirect=True)
 def test_the_sidecar_flow_byte_for_byte(server):
-    """permission request → the operator approves over the API → the run polls permission_decision."""
+    """permission request → the operator approves over the API → the run polls permission_decision.
+
+    On a server taking enrolled runs only, the orchestrator creates the run and the sidecar
+    registers with the token it was given.
+    """
     agent = GoClient(server.url)
     try:
-        status, body = agent.post("/register", {"run_id": "deployer"})
+        given = {"token": server.create_run("deployer")} if server.registration == "enrolled" else {}
+        status, body = agent.post("/register", {"run_id": "deployer", **given})
         assert status == 200, body
         token = orjson.loads(body)["token"]
         creds = {"run_id": "deployer", "token": token}

@@ -19,7 +19,10 @@ client's address.
 
 A run's revoked or re-keyed token is refused on every route from the moment the revocation
 is recorded, and a poll waiting on the run is woken to show its token again: it ends with a
-401 (on another server, as soon as its follower reads the revocation).
+401. Another server on the same database refuses it at once too where it writes or
+authenticates (a write decided on its older state fails the log's version check; the other
+routes fold the run first); its polls end when its follower reads the revocation, and it
+takes a re-keyed run's new token from then on (refusing it meanwhile).
 """
 
 from __future__ import annotations
