@@ -11,7 +11,7 @@ import click
 
 from .. import bench, demo
 from .._output import EXIT_CODES, EXIT_INTERRUPTED, Commands, clean
-from . import approvals, export, fork, hook, log, mcp_server, operators, serve, travel
+from . import approvals, export, fork, hook, log, mcp_server, operators, runs, serve, travel
 
 __all__ = ["cli", "main"]
 
@@ -49,6 +49,7 @@ def cli() -> None:
 log.register(cli)
 approvals.register(cli)
 travel.register(cli)
+runs.register(cli)
 fork.register(cli)
 export.register(cli)
 operators.register(cli)

@@ -13,7 +13,7 @@ import click
 from rich.table import Table
 
 from eventlog import EventLog
-from projections import Diff, TimelineEntry, Views
+from projections import Diff, RunRow, TimelineEntry, Views
 
 from .._output import EXIT_FOUND, console, emit_json, open_db, shown
 from . import ids, replay
@@ -25,7 +25,7 @@ DIFF_VIEWS = ["timeline", "runs", "finish_status", "approval_history", "pending_
 
 
 def register(cli: click.Group) -> None:
-    cli.add_command(runs_cmd)
+    # `runs_cmd` is `flightlog runs list` (and `flightlog runs DB`): see tools/cli/runs.py.
     cli.add_command(timeline_cmd)
     cli.add_command(travel_cmd)
     cli.add_command(diff_cmd)
@@ -99,10 +99,13 @@ def _known_run(views: Views, run_id: str, head: int) -> None:
 def runs_cmd(db: str | None, server: str | None, at_text: str | None, wide: bool, as_json: bool) -> None:
     """List the broker's runs and the operator's agent runs, now or as of a past moment.
 
+    Each broker run says who created it (an operator, an enrolment credential, the run itself
+    from an address, or a command on the database) and whether its token is revoked.
+
     \b
     Example:
       flightlog runs flightlog.db
-      flightlog runs flightlog.db --at 2026-01-01T10:42:07Z --json
+      flightlog runs list flightlog.db --at 2026-01-01T10:42:07Z --json
       flightlog runs --server http://127.0.0.1:8080 --at 1200
     """
     one_target(db, server)
@@ -139,7 +142,8 @@ def runs_cmd(db: str | None, server: str | None, at_text: str | None, wide: bool
         f = finish.get(r.run_id)
         broker_cells.append([
             shown(r.run_id), shown(r.last_state), str(r.reports), str(r.finishes), _when(r.last_seen),
-            shown(f.summary if f else ""), _when(r.registered_at), str(r.queue_depth),
+            shown(f.summary if f else ""), _when(r.registered_at), str(r.queue_depth), shown(_creator(r)),
+            "revoked" if r.revoked else "",
         ])  # fmt: skip
     print_table(f"broker runs at {moment}", BROKER_COLUMNS, broker_cells, wide=wide)
     agent_cells = [
@@ -153,8 +157,16 @@ def runs_cmd(db: str | None, server: str | None, at_text: str | None, wide: bool
 BROKER_COLUMNS = [
     Column("run", key=True, short=True), Column("last state", key=True), Column("reports", "right"),
     Column("finishes", "right"), Column("last seen"), Column("summary", wraps=True), Column("registered"),
-    Column("queue", "right"),
+    Column("queue", "right"), Column("created by"), Column("token"),
 ]  # fmt: skip
+
+
+def _creator(row: RunRow) -> str:
+    """Who created a broker run: `operator alice (c1d2…)`, `self 127.0.0.1`; "" in older logs."""
+    who = f"{row.created_by} ({row.created_by_credential})" if row.created_by_credential else row.created_by
+    return f"{row.origin} {who}".strip()
+
+
 AGENT_COLUMNS = [
     Column("run", key=True, short=True), Column("status", key=True), Column("title", key=True, wraps=True),
     Column("started"), Column("forked from"), Column("stream"),
