@@ -236,7 +236,11 @@ class BrokerRoutes:
             if operator is None:
                 raise WireError(401, "unauthorized")
             if not operator.may(CONTROL):
-                raise WireError(403, f"forbidden: operator {operator.name!r} is a {operator.role}")
+                role = operator.role
+                raise WireError(
+                    403,
+                    f"forbidden: operator {operator.name!r} has the role {role}, which may not push control",
+                )
             await self.push_raw(raw, parse_object(raw), sent_by=operator.label)
         else:
             body, raw = await self.authenticated(request)
