@@ -11,7 +11,7 @@ EventLogError
 ├── ImportRefusedError      imported records do not continue the chain; the batch was not written
 └── StorageError            the database could not be opened, read or written
     ├── CorruptDatabaseError    not a database, or a damaged page
-    ├── NotALogError            a database, but not a flightlog log (read-only opens refuse it)
+    ├── NotALogError            a database, but not a flightlog log (refused unchanged)
     ├── ReadOnlyDatabaseError   the file or its folder cannot be written
     └── DiskFullError           the disk filled up; the batch was rolled back
 """
@@ -116,7 +116,7 @@ class CorruptDatabaseError(StorageError):
 
 
 class NotALogError(StorageError):
-    """Raised when a database opened read-only does not hold flightlog's schema; it is left unchanged."""
+    """Raised when a database holds another schema than flightlog's (read-only: or none); left unchanged."""
 
     def __init__(self, path: str) -> None:
         super().__init__(path, "not a flightlog log")

@@ -21,6 +21,7 @@ from ._errors import (
 from ._import import ImportTarget
 from ._log import EventLog
 from ._record import APPROVAL_TYPES, GENESIS_HASH, Head, Record, event_key
+from ._sqlite_file import create_private, refuse_foreign
 from ._sqlite_migrate import migrations
 from ._sqlite_ro import ReadOnlyOpen
 from ._sqlite_ro import uri as readonly_uri
@@ -97,6 +98,8 @@ class SQLiteLog(SQLReads, EventLog):
         try:
             if self._ro is not None:
                 self._ro.check_schema()
+            elif not self._memory:
+                create_private(self.path)
             self._conn = self._connect(write=not readonly)
         except BaseException as e:
             if self._ro is not None:
@@ -137,6 +140,7 @@ class SQLiteLog(SQLReads, EventLog):
                 )
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy * 1000)}")
             if write and not self._memory:
+                refuse_foreign(conn, self.path)  # before the first write: a refused file stays as it was
                 conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # only a new, empty file takes it
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":

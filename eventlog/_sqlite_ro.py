@@ -21,8 +21,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from ._errors import NotALogError, StorageError
-
-MIGRATION_SET = "flightlog.eventlog"
+from ._sqlite_file import Schema, schema_of
 
 # SQLite's lock bytes in the database file (os_unix.c): PENDING, RESERVED, then the SHARED range.
 _PENDING_BYTE = 0x40000000
@@ -58,19 +57,7 @@ class ReadOnlyOpen:
         """Raise NotALogError unless the file holds flightlog's events table and migrations."""
         conn = sqlite3.connect(uri(self.path, immutable=not self._had["-wal"]), uri=True)
         try:
-            names = {
-                row[0]
-                for row in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' "
-                    "AND name IN ('events', '_sqlite_migrations')"
-                )
-            }
-            ours = (
-                names == {"events", "_sqlite_migrations"}
-                and conn.execute(
-                    "SELECT 1 FROM _sqlite_migrations WHERE migration_set = ? LIMIT 1", (MIGRATION_SET,)
-                ).fetchone()
-            )
+            ours = schema_of(conn) is Schema.LOG
         finally:
             conn.close()
         if not ours:

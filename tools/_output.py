@@ -84,7 +84,7 @@ EXIT_FOUND = 1  # the check ran and found a problem (verify, replay-check)
 EXIT_USAGE = 2
 # 3-7: the refusals of `approve`/`reject` (tools/cli/decide.py)
 # The database cannot be used: not a flightlog log, not a database, corrupt, unreadable, a
-# directory, a full disk, read-only where a write was needed.
+# directory, a full disk, read-only where a write was needed; a log file others can write (serve).
 EXIT_STORAGE = 8
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports it
 
@@ -94,13 +94,14 @@ Exit codes:
   0    ok
   1    a check found a problem (verify, audit, replay-check, diff found a change, an import refused)
   2    usage error: a missing database, a server that cannot be reached, a bad argument or id,
-       a busy port, a missing extra
+       a busy port, a missing extra, a weak operator token or an unsafe token file (serve)
   3-7  approve/reject refused: 3 no such approval, 4 already decided, 5 expired,
        6 a duplicate quorum vote, 7 still being recorded (see `flightlog approve --help`);
        3 also: serve refused a log whose chain does not verify or that holds records off
        the event catalogue (see --allow-tampered)
   8    the database cannot be used: not a flightlog log, not a database, damaged,
-       unreadable, a directory, a full disk, read-only where a write was needed
+       unreadable, a directory, a full disk, read-only where a write was needed,
+       a log file group or others can write (serve)
   130  interrupted (Ctrl-C)
 """
 

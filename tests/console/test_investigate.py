@@ -23,7 +23,7 @@ from tools.bench.workload import fill
 from .test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, log_in, sync_api
 
 DOCS = ROOT / "docs" / "console"
-TOKEN = "investigate-" + "x" * 24
+TOKEN = "investigate-5d0c9e2b7a4f1836e0b9c7d2"
 
 
 @pytest.fixture(scope="module")

@@ -212,16 +212,17 @@ def test_tokens_never_reach_the_database_or_the_output(serve, db):
     assert '"GET /report HTTP/1.1" 405' in server.output()  # logged, without its query
 
 
-def test_a_generated_operator_token_is_printed_once_on_stderr(serve):
+def test_a_generated_operator_token_is_kept_in_a_private_file_not_printed(serve, db):
     server = serve(operator_token=None)
+    kept = db.with_name(db.name + ".operator-token")
     lines = [line for line in server.stderr if "operator token" in line]
-    assert len(lines) == 1
-    token = lines[0].rsplit(" ", 1)[1].strip()
+    assert lines == [f"flightlog: operator token written to {kept} (only you can read it)\n"]
+    token = kept.read_text().strip()
     assert len(token) == 32
     ok = server.client.get("/api/v1/runs", headers={"Authorization": f"Bearer {token}"})
     assert ok.status_code == 200
     assert server.stop() == 0
-    assert token not in "".join(server.stdout)
+    assert token not in server.output()  # stderr is not a terminal here
 
 
 def test_a_weak_operator_token_is_refused(db):

@@ -27,6 +27,7 @@ from eventlog import (
     EventLogError,
     Head,
     ImportRefusedError,
+    NotALogError,
     Record,
     SystemClock,
     open_log,
@@ -34,7 +35,17 @@ from eventlog import (
 )
 from projections import Views
 
-from .._output import EXIT_FOUND, console, emit_json, err_console, open_db, shown
+from .._output import (
+    EXIT_FOUND,
+    StorageFailure,
+    UsageFailure,
+    console,
+    emit_json,
+    err_console,
+    open_db,
+    shown,
+)
+from .._private import open_private
 from .log import record_json
 from .replay import progress_bar
 from .views_db import ViewsDatabaseError, view_tables, write_tables
@@ -162,7 +173,10 @@ def _export_lines(
 ) -> dict[str, Any]:
     records = (r for r in log.read(stream) if r.seq > after) if stream else log.read_all(after_seq=after)
     count, first, last = 0, None, None
-    sink = open(output, "wb") if output is not None else sys.stdout.buffer  # noqa: SIM115
+    try:
+        sink = open_private(output) if output is not None else sys.stdout.buffer
+    except OSError as e:
+        raise UsageFailure(f"cannot write {output}: {e.strerror or e}") from e
     try:
         with progress_bar("exporting", head - after, False) as advance:
             for record in records:
@@ -261,6 +275,8 @@ def import_cmd(db: str, source: str, batch: int, as_json: bool) -> None:
     with _input(source) as (lines, total):
         try:
             log = open_log(db)
+        except NotALogError as e:  # another application's database, refused unchanged
+            raise StorageFailure(str(e)) from e
         except EventLogError as e:
             raise click.UsageError(f"cannot open {db!r}: {e}") from e
         imported = False

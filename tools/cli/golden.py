@@ -17,6 +17,7 @@ import orjson
 from eventlog import EventLog, ManualClock, NewEvent
 from projections import Views
 
+from .._private import open_private
 from .log import record_json
 
 INDENT = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
@@ -90,11 +91,11 @@ def write_expected(folder: str, views: Views) -> list[str]:
     written = []
     for name in views.names:
         path = os.path.join(folder, "views", f"{name}.json")
-        with open(path, "wb") as f:
+        with open_private(path) as f:
             f.write(orjson.dumps(views.dump(name, at=head), option=INDENT) + b"\n")
         written.append(path)
     path = os.path.join(folder, "timelines.json")
-    with open(path, "wb") as f:
+    with open_private(path) as f:
         f.write(orjson.dumps(rendered_timelines(views), option=INDENT) + b"\n")
     written.append(path)
     return written

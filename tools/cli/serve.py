@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -19,13 +20,13 @@ from actors import OPERATOR_DECIDES, System, make_token
 from eventlog import EventLog, EventLogError, open_log
 
 from .._output import UsageFailure, err_console, progress
+from .log_files import check_log_files
+from .token_file import TOKEN_ENV as TOKEN_ENV  # re-exported: the commands that reach a server read it here
+from .token_file import announce, default_path, keep_new_token, read_token, token_problem
 
 if TYPE_CHECKING:
     from ..http import Integrity
 
-TOKEN_ENV = "FLIGHTLOG_OPERATOR_TOKEN"
-MIN_TOKEN_LENGTH = 16
-MAX_TOKEN_LENGTH = 512
 EXIT_TAMPERED = 3  # serve refused a log whose chain does not verify or that holds records off the
 # event catalogue (see --allow-tampered)
 PROGRESS_FROM = 50_000  # logs shorter than this verify too fast to need a progress bar
@@ -168,24 +169,40 @@ def _open_verified(db: str, allow_tampered: bool) -> tuple[EventLog, Integrity]:
     return log, integrity
 
 
-def _operator_token_digest() -> str:
-    """SHA-256 of the operator token from the environment, or of a fresh one shown once on stderr."""
+def _operator_token_digest(db: str, token_file: str | None) -> str | None:
+    """SHA-256 of the operator token from the environment or from an existing token file; None
+    when a new one is to be made (after the log opened: a refused log gets no token file)."""
     token = os.environ.get(TOKEN_ENV, "")
     if token:
-        printable = all("!" <= c <= "~" for c in token)
-        if not printable or not MIN_TOKEN_LENGTH <= len(token) <= MAX_TOKEN_LENGTH:
-            raise click.UsageError(
-                f"{TOKEN_ENV} must be {MIN_TOKEN_LENGTH} to {MAX_TOKEN_LENGTH} printable ASCII "
-                "characters without spaces"
-            )
+        problem = token_problem(token)
+        if problem is not None:
+            raise UsageFailure(f"{TOKEN_ENV} {problem}")
         return hashlib.sha256(token.encode("ascii")).hexdigest()
+    path = token_file or default_path(db)
+    kept = read_token(path)
+    if kept is None:
+        return None
+    announce(f"operator token read from {os.path.abspath(path)}")
+    return hashlib.sha256(kept.encode("ascii")).hexdigest()
+
+
+def _new_operator_token_digest(db: str, token_file: str | None) -> str:
+    """SHA-256 of a fresh operator token, kept in the token file (and shown once on a terminal)."""
     token = make_token()
-    click.echo(f"operator token (shown once; set {TOKEN_ENV} to choose it): {token}", err=True)
-    return hashlib.sha256(token.encode("ascii")).hexdigest()
+    while token_problem(token) is not None:  # a draw of digits alone reads as weak: draw again
+        token = make_token()
+    kept = keep_new_token(token_file or default_path(db), token, show=sys.stderr.isatty())
+    return hashlib.sha256(kept.encode("ascii")).hexdigest()
 
 
 @click.command("serve")
 @click.option("--db", required=True, help="The database: a path (created if missing) or postgresql://….")
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    help="Where the operator token is kept without FLIGHTLOG_OPERATOR_TOKEN (default: DB.operator-token; "
+    "for a PostgreSQL URL, flightlog-operator-token here): written 0600 with a new token, reused on restart.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option(
     "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0: any free port."
@@ -268,6 +285,7 @@ def _operator_token_digest() -> str:
 )
 def serve_cmd(
     db: str,
+    token_file: str | None,
     host: str,
     port: int,
     approval_timeout: float,
@@ -285,12 +303,20 @@ def serve_cmd(
 ) -> None:
     """Serve the broker's wire protocol and the operator API over DB until SIGINT or SIGTERM.
 
-    The operator token comes from the FLIGHTLOG_OPERATOR_TOKEN environment variable, or is
-    generated and printed once on stderr; the server keeps only its SHA-256 digest. Agents
-    register runs at /register; operators use /api/v1/ with `Authorization: Bearer <token>`,
-    and the web console at /ui/ (printed at startup) logs in with the same token. By default
-    an operator creates each run first (`flightlog runs create`) and its agent registers with
-    the token it was given (see --registration).
+    The operator token comes from the FLIGHTLOG_OPERATOR_TOKEN environment variable (128 bits
+    or more: python -c 'import secrets; print(secrets.token_hex(16))'). Without it, serve
+    writes a new token to a file only you can read (--token-file) and prints the file's path
+    (on a terminal, the token too, once); a restart reuses the token in that file, so the
+    bootstrap token stays the same until the file is removed. A token file that others can
+    read, or another user's, is refused. The server keeps only the token's SHA-256 digest.
+    Agents register runs at /register; operators use /api/v1/ with `Authorization: Bearer
+    <token>`, and the web console at /ui/ (printed at startup) logs in with the same token. By
+    default an operator creates each run first (`flightlog runs create`) and its agent
+    registers with the token it was given (see --registration).
+
+    A log file (or its -wal or -shm) that group or others can write is refused (exit 8), one
+    they can read gets a warning; a SQLite file that is another application's database is
+    refused unchanged (exit 8).
 
     Before it serves, it verifies the log: a broken hash chain, or records that do not fit
     the event catalogue (a crafted import, a newer flightlog's), stop it with exit code 3
@@ -306,7 +332,8 @@ def serve_cmd(
     from ..http import PortInUseError, create_app, listen
 
     limit_malloc_arenas()
-    digest = _operator_token_digest()
+    readable = check_log_files(db)  # refuses, before anything is written, a log others can write
+    digest = _operator_token_digest(db, token_file)
     try:
         sock = listen(host, port)
     except PortInUseError as e:
@@ -324,6 +351,9 @@ def serve_cmd(
     try:
         log, integrity = _open_verified(db, allow_tampered)
         try:
+            if readable is not None:  # once the log is served: a refusal stays one line
+                announce(readable)
+            digest = digest or _new_operator_token_digest(db, token_file)
             system = System.open(
                 log, approval_timeout=approval_timeout, ask_timeout=ask_timeout, idle_timeout=idle_timeout
             )

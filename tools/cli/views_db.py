@@ -28,6 +28,8 @@ from projections import (
 )
 from projections.timeline import render
 
+from .._private import create_private
+
 META = "_meta"
 # The row type of each view that lists rows (its dump is `[row.to_dict() ...]`).
 ROW_TYPES: dict[str, type] = {
@@ -133,6 +135,10 @@ def _kind(value: Any) -> type:
 
 def write_tables(path: str, tables: Mapping[str, list[dict[str, Any]]], meta: dict[str, Any]) -> list[str]:
     """Replace the view tables and `_meta` in the SQLite file at `path`; returns the table names."""
+    try:
+        create_private(path)  # before SQLite makes it with the umask's mode
+    except OSError as e:
+        raise ViewsDatabaseError(f"cannot write {path}: {e.strerror or e}") from e
     db = Database(path)
     try:
         if db["events"].exists():
