@@ -138,7 +138,9 @@ def redrive(
 def _apply(
     queue: ApprovalQueue, approval: Approval, votes: tuple[tuple[str, str], ...], identity: str
 ) -> bool:
-    """Cast the origin's votes on `approval` again, in order, as `identity`; False if it still waits."""
+    """Cast the origin's votes on `approval` again, in order, on behalf of `identity`; False if it
+    still waits. Each recorded voter's vote is cast under its own replay identity, so the
+    origin's distinct voters still make a quorum of distinct credentials."""
     if not votes:
         return False  # the origin's request failed or never ended: someone decides this one
     short = False  # the recorded votes did not reach this gate's quorum: someone adds the rest
@@ -148,7 +150,7 @@ def _apply(
             if decision == EXPIRED:
                 queue.expire_run(approval.run_id, who)
             else:
-                queue.resolve(approval.id, decision, who, identity=identity)
+                queue.resolve(approval.id, decision, who, identity=f"{identity} replaying {voter}")
             short = False
         except QuorumPendingError:
             short = True  # counted: the next recorded vote goes on towards the quorum
