@@ -8,6 +8,7 @@ from ._catalogue import Event, upcast_record
 from ._clock import Clock, ManualClock, SystemClock, from_micros, to_micros
 from ._codec import decode, encode
 from ._conformance import OWNED_CATEGORIES, CatalogueCheck, Finding, check_catalogue, fit_record, record_fault
+from ._cursors import Cursor, CursorStore, cursor_store
 from ._errors import (
     ConcurrencyError,
     CorruptDatabaseError,
@@ -54,6 +55,8 @@ __all__ = [
     "Clock",
     "ConcurrencyError",
     "CorruptDatabaseError",
+    "Cursor",
+    "CursorStore",
     "DiskFullError",
     "Event",
     "EventLog",
@@ -82,6 +85,7 @@ __all__ = [
     "Unreadable",
     "VerifyResult",
     "check_catalogue",
+    "cursor_store",
     "decode",
     "encode",
     "events",
