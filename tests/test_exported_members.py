@@ -18,6 +18,7 @@ PACKAGES = [
     "tools.bench",
     "tools.cli",
     "tools.demo",
+    "tools.feeds",
     "tools.http",
 ]
 

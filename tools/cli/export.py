@@ -46,7 +46,9 @@ from .._output import (
     shown,
 )
 from .._private import open_private
+from .export_runs import export_part
 from .log import record_json
+from .remote import server_option
 from .replay import progress_bar
 from .views_db import ViewsDatabaseError, view_tables, write_tables
 
@@ -115,7 +117,18 @@ def _same_file(a: str, b: str) -> bool:
 
 
 @click.command("export")
-@click.argument("db")
+@click.argument("db", required=False)
+@server_option
+@click.option(
+    "--run",
+    "run_id",
+    help="Only this run's streams: run-<id>, its controller's, its approvals' (whole, as stored).",
+)
+@click.option(
+    "--otlp",
+    metavar="URL",
+    help="Send the runs (or --run's) to this OpenTelemetry collector (OTLP/HTTP) as traces, not lines.",
+)
 @click.option("--stream", "-s", help="Only this stream's records (for reading; they cannot be imported).")
 @click.option("--after", type=click.IntRange(0), default=0, show_default=True, help="Start after this seq.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the lines here, not to stdout.")
@@ -127,7 +140,15 @@ def _same_file(a: str, b: str) -> bool:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (with -o or --views).")
 def export_cmd(
-    db: str, stream: str | None, after: int, output: str | None, views_out: str | None, as_json: bool
+    db: str | None,
+    server: str | None,
+    run_id: str | None,
+    otlp: str | None,
+    stream: str | None,
+    after: int,
+    output: str | None,
+    views_out: str | None,
+    as_json: bool,
 ) -> None:
     """Write DB's records as JSON lines, one stored record per line, every field kept.
 
@@ -141,7 +162,17 @@ def export_cmd(
       flightlog export flightlog.db > run.jsonl
       flightlog export flightlog.db --after 1200 -o tail.jsonl
       flightlog export flightlog.db --views views.db && datasette views.db
+      flightlog export flightlog.db --run deployer -o deployer.jsonl
+      flightlog export --server http://127.0.0.1:8080 -o all.jsonl
+      flightlog export flightlog.db --otlp http://127.0.0.1:4318
     """
+    if server is not None or run_id is not None or otlp is not None:
+        if stream is not None or views_out is not None:
+            raise click.UsageError("--stream and --views go with DB alone, not --run, --server or --otlp")
+        export_part(db, server, run_id, otlp, after, output, as_json, (record_line, record_from_line))
+        return
+    if db is None:
+        raise click.UsageError("give a database (DB) or --server URL")
     for path, option in ((output, "--output"), (views_out, "--views")):
         if path is not None and _same_file(path, db):
             raise click.BadParameter("that is the database being exported", param_hint=option)

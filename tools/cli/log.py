@@ -21,30 +21,9 @@ from .._output import (
     progress,
     shown,
 )
+from .._records import record_json as record_json  # re-exported: export writes the same lines
 from ..http import Integrity, check_log
 from .remote import OperatorClient, one_target, server_option
-
-
-def record_json(r: Record) -> dict[str, object]:
-    """A stored record as `events --json` and `export` write it. Data or meta that is not JSON
-    (only a hand edit stores that) is written as its text: shown, and refused by import."""
-    try:
-        meta: object = r.meta
-    except ValueError:
-        meta = r.meta_json.decode("utf-8", "replace")
-    return {
-        "seq": r.seq,
-        "stream": r.stream,
-        "version": r.version,
-        "type": r.type,
-        "schema": r.schema,
-        "data": r.data.decode("utf-8", "replace") if isinstance(r.data, bytes) else r.data,
-        "meta": meta,
-        "event_id": r.event_id,
-        "recorded_at": r.recorded_at.isoformat(),
-        "prev_hash": r.prev_hash,
-        "hash": r.hash,
-    }
 
 
 def register(cli: click.Group) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from .fork_routes import fork_paths
 from .operator_admin import operator_admin_paths
+from .records import record_paths
 from .run_admin import run_admin_paths
 from .views import view_paths
 
@@ -359,6 +360,7 @@ def _operator_paths() -> dict[str, Schema]:
             )
         },
         **view_paths(op, error),
+        **record_paths(op, error),
         **fork_paths(op, error),
         **operator_admin_paths(op, error),
         "/api/v1/verify": {

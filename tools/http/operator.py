@@ -43,6 +43,7 @@ from .fork_routes import ForkRoutes
 from .integrity import Integrity
 from .operator_admin import OperatorAdminRoutes
 from .principals import Handler, Operator, OperatorAuth
+from .records import RecordRoutes
 from .run_admin import RunAdminRoutes
 from .views import ViewRoutes
 from .wire import (
@@ -77,6 +78,7 @@ class OperatorRoutes:
 
         return [
             *ViewRoutes(self.system, reads).routes(),  # before /runs/{run_id:path} takes them
+            *RecordRoutes(self.system, reads).routes(),
             *self.operators.routes(),
             *RunAdminRoutes(self.system, self.auth).routes(),  # before /runs/{run_id:path} takes them
             route("/api/v1/runs", "GET", self.runs, READ),
