@@ -20,6 +20,7 @@ from actors import OPERATOR_DECIDES, System, make_token
 from eventlog import EventLog, EventLogError, open_log
 
 from .._output import UsageFailure, err_console, progress
+from ..feeds import running_feeds
 from .log_files import check_log_files
 from .token_file import TOKEN_ENV as TOKEN_ENV  # re-exported: the commands that reach a server read it here
 from .token_file import announce, default_path, keep_new_token, read_token, token_problem
@@ -278,6 +279,19 @@ def _new_operator_token_digest(db: str, token_file: str | None) -> str:
     help="Seconds after login a console session ends, however busy.",
 )
 @click.option(
+    "--otlp",
+    metavar="URL",
+    help="Stream each run as a trace to this OpenTelemetry collector (OTLP/HTTP; needs flightlog[otel]).",
+)
+@click.option(
+    "--notify",
+    metavar="URL",
+    multiple=True,
+    help="POST each approval requested, decided, expired or withdrawn to this webhook (repeatable); "
+    "signed with FLIGHTLOG_NOTIFY_SECRET or a key file beside DB.",
+)
+@click.option("--public-url", metavar="URL", help="This server's URL in notifications' console links.")
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -299,6 +313,9 @@ def serve_cmd(
     allow_tampered: bool,
     session_idle: float,
     session_lifetime: float,
+    otlp: str | None,
+    notify: tuple[str, ...],
+    public_url: str | None,
     log_level: str,
 ) -> None:
     """Serve the broker's wire protocol and the operator API over DB until SIGINT or SIGTERM.
@@ -370,7 +387,8 @@ def serve_cmd(
                         session_lifetime=session_lifetime,
                         registration=registration,
                     )
-                    _serve(app, sock, access_log, log_level, read_timeout)
+                    with running_feeds(log, db, sock, otlp=otlp, notify=notify, public_url=public_url):
+                        _serve(app, sock, access_log, log_level, read_timeout)
             finally:
                 system.close()
         finally:

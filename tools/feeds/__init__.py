@@ -6,6 +6,7 @@
 from .notices import SECRET_ENV, notice, notify_key, sign, verify_signature
 from .otel import OtelFeed
 from .otlp import INSTALL, OtelMissing, OtlpSender, traces_endpoint
+from .running import running_feeds, server_url
 from .webhooks import WebhookFeed
 
 __all__ = [
@@ -17,6 +18,8 @@ __all__ = [
     "WebhookFeed",
     "notice",
     "notify_key",
+    "running_feeds",
+    "server_url",
     "sign",
     "traces_endpoint",
     "verify_signature",

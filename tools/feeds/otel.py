@@ -43,11 +43,22 @@ class OtelFeed:
         self._stop = threading.Event()
         self._follower = threading.Thread(target=self._follow, name="flightlog-otel-follow", daemon=True)
         self._sender = threading.Thread(target=self._send, name="flightlog-otel-send", daemon=True)
+        self._fold, self._after = TraceFold(), 0
         self.sent = 0
         self.dropped = 0
         self.failed = 0
 
     def start(self) -> OtelFeed:
+        """Load the cursor (or, on a first start, fold up to the head), then start the threads."""
+        store = cursor_store(self.log)
+        saved = store.get(CURSOR)
+        if saved is None:
+            self._fold, self._after = TraceFold(), self.log.head().seq
+            for record in self.log.read_all(to_seq=self._after):
+                self._fold.apply(record)
+            store.put(Cursor(CURSOR, self._after, orjson.dumps(self._fold.dump())))
+        else:
+            self._fold, self._after = TraceFold(orjson.loads(saved.state)), saved.seq
         self._follower.start()
         self._sender.start()
         return self
@@ -63,16 +74,8 @@ class OtelFeed:
         self.sender.close()
 
     def _follow(self) -> None:
-        store = cursor_store(self.log)
+        fold, after = self._fold, self._after
         try:
-            saved = store.get(CURSOR)
-            if saved is None:
-                fold, after = TraceFold(), self.log.head().seq
-                for record in self.log.read_all(to_seq=after):
-                    fold.apply(record)
-                store.put(Cursor(CURSOR, after, orjson.dumps(fold.dump())))
-            else:
-                fold, after = TraceFold(orjson.loads(saved.state)), saved.seq
             passed = 0
             for record in self.log.follow(after, stop=self._stop):
                 spans = fold.apply(record)

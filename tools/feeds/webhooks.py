@@ -16,8 +16,6 @@ import logging
 import threading
 from collections.abc import Callable
 
-import httpx
-
 from eventlog import Cursor, EventLog, EventLogError, cursor_store
 
 from .notices import EVENT_HEADER, IDEMPOTENCY_HEADER, SIGNATURE_HEADER, body_of, notice, sign
@@ -49,15 +47,24 @@ class WebhookFeed:
         self.log, self.url, self.base_url = log, url, base_url
         self._key = key
         self._backoff, self._max_backoff = backoff, max_backoff
+        import httpx  # here: commands that start no feed start without it
+
         self._client = httpx.Client(timeout=timeout)
         self._time = unix_time or (lambda: int(log.clock.now().timestamp()))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"flightlog-notify-{url}", daemon=True)
+        self._after = 0
         self.delivered = 0
         self.refused = 0
         self.retries = 0
 
     def start(self) -> WebhookFeed:
+        """Load the cursor (a first start begins at the head), then start the thread."""
+        store, name = cursor_store(self.log), cursor_name(self.url)
+        saved = store.get(name)
+        self._after = saved.seq if saved is not None else self.log.head().seq
+        if saved is None:
+            store.put(Cursor(name, self._after))
         self._thread.start()
         return self
 
@@ -70,12 +77,8 @@ class WebhookFeed:
     def _run(self) -> None:
         store, name = cursor_store(self.log), cursor_name(self.url)
         try:
-            saved = store.get(name)
-            after = saved.seq if saved is not None else self.log.head().seq
-            if saved is None:
-                store.put(Cursor(name, after))
             passed = 0
-            for record in self.log.follow(after, stop=self._stop):
+            for record in self.log.follow(self._after, stop=self._stop):
                 passed += 1
                 doc = notice(self.log, record, self.base_url) if record.type in TYPES else None
                 if doc is not None and not self._deliver(doc, record.event_id):
@@ -89,6 +92,8 @@ class WebhookFeed:
 
     def _deliver(self, doc: dict[str, object], key: str) -> bool:
         """POST until delivered or refused for good (True), or the feed stops (False)."""
+        import httpx
+
         body = body_of(doc)
         delay = self._backoff
         while not self._stop.is_set():
