@@ -4,7 +4,6 @@ from its cursor after a restart."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
@@ -19,16 +18,6 @@ from ..tools.helpers import run
 from .receivers import Collector
 
 pytest.importorskip("opentelemetry.proto", reason="pip install 'flightlog[otel]'")
-
-
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory):
-    """The demo's log: two broker runs (an ask between them, two permission requests, reports)
-    and a controller run (a reconcile tool call behind a two-person approval)."""
-    path = tmp_path_factory.mktemp("demo") / "demo.db"
-    argv = [sys.executable, "-c", "from tools.cli import main; main()", "demo", "--auto", "--db", str(path)]
-    subprocess.run(argv, check=True, capture_output=True, timeout=120)
-    return path
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
 
 import click
 import orjson
@@ -25,6 +27,8 @@ from .._records import record_json as record_json  # re-exported: export writes 
 from ..http import Integrity, check_log
 from .remote import OperatorClient, one_target, server_option
 
+FOLLOW_WAIT = 25  # seconds a long poll of --server --follow waits for a record
+
 
 def register(cli: click.Group) -> None:
     cli.add_command(events_cmd)
@@ -33,19 +37,36 @@ def register(cli: click.Group) -> None:
 
 
 @click.command("events")
-@click.argument("db")
+@click.argument("db", required=False)
+@server_option
 @click.option("--stream", "-s", help="Only this stream (e.g. run-42).")
 @click.option("--after", type=int, default=0, show_default=True, help="Start after this seq.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they are committed.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-def events_cmd(db: str, stream: str | None, after: int, follow: bool, as_json: bool) -> None:
-    """Print the events in DB, oldest first.
+def events_cmd(
+    db: str | None, server: str | None, stream: str | None, after: int, follow: bool, as_json: bool
+) -> None:
+    """Print the events in DB (or on a server), oldest first.
+
+    With --server, the records come through the operator API (a viewer's token is enough),
+    long-polled with --follow: one request per batch, printed as they are committed.
 
     \b
     Example:
       flightlog events flightlog.db --stream run-42
       flightlog events flightlog.db --follow --json
+      flightlog events --server http://127.0.0.1:8080 --follow --json
     """
+    one_target(db, server)
+    if server is not None:
+        try:
+            for obj in remote_records(OperatorClient(server), after, follow):
+                if stream is None or obj["stream"] == stream:
+                    _print_record(obj, as_json)
+        except KeyboardInterrupt:
+            pass
+        return
+    assert db is not None
     log = open_db(db, readonly=True)
     records: Iterator[Record]
     try:
@@ -60,20 +81,36 @@ def events_cmd(db: str, stream: str | None, after: int, follow: bool, as_json: b
         for r in records:
             if stream is not None and r.stream != stream:
                 continue
-            if as_json:
-                click.echo(orjson.dumps(record_json(r)).decode())
-            else:
-                data = orjson.dumps(record_json(r)["data"]).decode()
-                stamp = r.recorded_at.isoformat(timespec="milliseconds")
-                console.print(
-                    f"[dim]{r.seq:>8}[/] {stamp} [cyan]{shown(r.stream)}[/]@{r.version} "
-                    f"[bold]{shown(r.type)}[/] {shown(data[:160])}",
-                    soft_wrap=True,
-                )
+            _print_record(record_json(r), as_json)
     except KeyboardInterrupt:
         pass
     finally:
         log.close()
+
+
+def _print_record(obj: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(orjson.dumps(obj).decode())
+        return
+    data = orjson.dumps(obj["data"]).decode()
+    stamp = datetime.fromisoformat(str(obj["recorded_at"])).isoformat(timespec="milliseconds")
+    console.print(
+        f"[dim]{obj['seq']:>8}[/] {stamp} [cyan]{shown(str(obj['stream']))}[/]@{obj['version']} "
+        f"[bold]{shown(str(obj['type']))}[/] {shown(data[:160])}",
+        soft_wrap=True,
+    )
+
+
+def remote_records(client: OperatorClient, after: int, follow: bool) -> Iterator[dict[str, Any]]:
+    """The server's records after `after` in seq order (as export lines); with `follow`, forever."""
+    while True:
+        params = {"after": str(after), "wait": str(FOLLOW_WAIT if follow else 0)}
+        body = client.get("/api/v1/events", params)
+        yield from body["records"]
+        if body["records"]:
+            after = int(body["last_seq"])
+        elif not follow:
+            return
 
 
 STREAM_CATEGORIES = ("run", "controller", "approval", "session")
