@@ -5,6 +5,8 @@ delivery is retried."""
 from __future__ import annotations
 
 import json
+import pathlib
+import re
 from collections import Counter
 from datetime import UTC, datetime
 
@@ -12,7 +14,7 @@ import pytest
 
 from eventlog import open_log
 from eventlog.events import ApprovalDecided
-from tools.feeds import WebhookFeed, verify_signature
+from tools.feeds import WebhookFeed, sign, verify_signature
 
 from ..http.server import ServerProcess
 from ..tools.helpers import seed_approval
@@ -96,3 +98,16 @@ def test_a_failed_delivery_is_retried_and_a_decision_says_who(tmp_path, webhook)
     assert decided["decision"]["decision"] == "reject"
     assert decided["text"].startswith("Rejected by alice (cred-a): rm -rf build (run deployer)")
     assert webhook.deliveries[1][0]["flightlog-event"] == "approval.decided"
+
+
+def test_the_receiver_check_in_the_docs_accepts_a_signature_and_refuses_a_forgery():
+    doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "notifications.md"
+    (code,) = re.findall(r"```python\n(.*?)```", doc.read_text(), re.DOTALL)
+    scope: dict = {}
+    exec(code, scope)
+    body = b'{"type":"approval.requested"}'
+    header = sign(b"key", body, 1_700_000_000)
+    assert scope["valid"](b"key", body, header)
+    assert not scope["valid"](b"key", body + b" ", header)
+    (example,) = re.findall(r"```json\n(.*?)```", doc.read_text(), re.DOTALL)
+    assert "approval.requested" in example
