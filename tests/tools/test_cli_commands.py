@@ -33,7 +33,8 @@ def command(path: tuple[str, ...]) -> click.Command:
 
 
 ALL = sorted(commands())
-NOT_READING = {("serve",), ("demo",)}  # they start things; everything else prints what it did
+# They start things or answer an agent's own protocol; everything else prints what it did.
+NOT_READING = {("serve",), ("demo",), ("hook", "claude"), ("mcp",)}
 
 
 @pytest.mark.parametrize("path", ALL, ids=" ".join)
@@ -107,6 +108,9 @@ RUNS: dict[tuple[str, ...], Invocation] = {
     ("serve",): lambda db, s, tmp: (["--help"], 0),  # a live server: tests/http/test_server_process.py
     ("demo",): lambda db, s, tmp: (["--help"], 0),  # the demo itself: tests/test_readme.py
     ("operators",): lambda db, s, tmp: (["--help"], 0),
+    ("hook",): lambda db, s, tmp: (["--help"], 0),
+    ("hook", "claude"): lambda db, s, tmp: (["--help"], 0),  # the hook itself: tests/sdk/
+    ("mcp",): lambda db, s, tmp: (["--help"], 0),  # the MCP server itself: tests/sdk/
     ("operators", "add"): lambda db, s, tmp: ([db, "carol", "--role", "viewer", "--json"], 0),
     ("operators", "list"): lambda db, s, tmp: ([db, "--json"], 0),
     ("operators", "revoke"): lambda db, s, tmp: ([db, _enrolled(db, "dave"), "--reason", "left"], 0),

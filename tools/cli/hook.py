@@ -168,7 +168,12 @@ def token_dir() -> str:
 def register(cli: click.Group) -> None:
     @cli.group("hook")
     def hook() -> None:
-        """Hooks for agents: put flightlog's gate and record into an agent's own tool loop."""
+        """Hooks for agents: put flightlog's gate and record into an agent's own tool loop.
+
+        \b
+        Example:
+          flightlog hook claude --install --project .
+        """
 
     @hook.command("claude")
     @click.option(
@@ -191,6 +196,11 @@ def register(cli: click.Group) -> None:
         and prints Claude Code's decision; no decision in time answers `ask`. The run's token
         is kept in FLIGHTLOG_TOKEN_DIR (default ~/.local/state/flightlog/tokens); the run is
         created with FLIGHTLOG_TOKEN, an enrolment credential, where the server asks for one.
+
+        \b
+        Example:
+          flightlog hook claude --install --project .
+          echo '{"hook_event_name": "PreToolUse", ...}' | flightlog hook claude
         """
         rules = Policy.load(policy)
         if do_install:

@@ -114,6 +114,10 @@ def register(cli: click.Group) -> None:
         For Claude Code: one entry in .mcp.json, then `claude --permission-prompt-tool
         mcp__flightlog__approval_prompt`. The run is created with FLIGHTLOG_TOKEN (an enrolment
         credential) where the server asks for one; its token is kept in FLIGHTLOG_TOKEN_DIR.
+
+        \b
+        Example:
+          FLIGHTLOG_URL=http://127.0.0.1:8080 flightlog mcp --run build-17
         """
         try:
             import mcp  # noqa: F401
