@@ -33,7 +33,13 @@ def api(tmp_path):
         system.broker.register("a", RUN_TOKEN)
         system.broker.send("a", "steer", b'{"hello": "world"}')
         system.approvals.submit(ApprovalRequest(kind="shell", title="ls", detail="ls -la", risk="low"))
-        app = create_app(system, operator_token_sha256=OPERATOR_DIGEST, poll_timeout=0.01)
+        app = create_app(
+            system,
+            operator_token_sha256=OPERATOR_DIGEST,
+            poll_timeout=0.01,
+            gate_wait=0.01,
+            registration="open",
+        )
         yield schemathesis.openapi.from_asgi("/openapi.json", app)
 
 

@@ -27,11 +27,15 @@ MAX_WAIT = 60.0  # the longest it holds one: a longer wait asks again
 
 
 class GateRoutes:
-    """The two routes over a System's gates; `authenticated` checks a run's body credentials."""
+    """The two routes over a System's gates; `authenticated` checks a run's body credentials.
 
-    def __init__(self, gates: Gates, authenticated: Authenticate) -> None:
+    `max_wait` is the longest a `/permission_wait` holds a pending request (seconds).
+    """
+
+    def __init__(self, gates: Gates, authenticated: Authenticate, max_wait: float = MAX_WAIT) -> None:
         self.gates = gates
         self.authenticated = authenticated
+        self.max_wait = max_wait
 
     def routes(self) -> list[Route]:
         return [
@@ -44,7 +48,7 @@ class GateRoutes:
         arrived = loop.time()
         body, _ = await self.authenticated(request)
         run_id, request_id = string_field(body, "run_id"), _request_id(body)
-        deadline = arrived + wait_field(body)
+        deadline = arrived + min(wait_field(body), self.max_wait)
         woke = asyncio.Event()
 
         def decided_maybe() -> None:
