@@ -40,7 +40,7 @@ from ._record import (
     Record,
     VerifyResult,
 )
-from ._snapshot import Snapshot, SnapshotStore
+from ._snapshot import RunCheckpointRow, Snapshot, SnapshotStore
 from ._snapshots import snapshot_store
 from ._unreadable import RECORD_ERRORS, Unreadable, readable
 
@@ -75,6 +75,7 @@ __all__ = [
     "OffCatalogueError",
     "ReadOnlyDatabaseError",
     "Record",
+    "RunCheckpointRow",
     "Snapshot",
     "SnapshotStore",
     "SnapshotsUnsupported",

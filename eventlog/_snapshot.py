@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import builtins
 from dataclasses import dataclass
 
 
@@ -24,6 +25,19 @@ class Snapshot:
     size: int
     data: bytes | None = None
     pruned: bool = False
+    mac: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunCheckpointRow:
+    """A per-run checkpoint as stored: where it sits in `stream` (its `version`, the log's `seq`
+    and chain hash there), what it holds (`data`, a few small fields) and the `mac` sealing it."""
+
+    stream: str
+    version: int
+    seq: int
+    hash: str
+    data: bytes
     mac: str = ""
 
 
@@ -55,3 +69,11 @@ class SnapshotStore(abc.ABC):
     @abc.abstractmethod
     def delete(self, name: str | None = None, after_seq: int | None = None) -> int:
         """Delete snapshots (of `name`, above `after_seq` when given); returns how many."""
+
+    def run_checkpoints(self, stream: str) -> builtins.list[RunCheckpointRow]:
+        """The stored checkpoints of one stream, by version (none where the store keeps none)."""
+        return []
+
+    def put_run_checkpoints(self, rows: builtins.list[RunCheckpointRow]) -> None:  # noqa: B027 - optional
+        """Store per-run checkpoints, replacing any at the same stream and version (a cache: a
+        store that keeps none drops them)."""

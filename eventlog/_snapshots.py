@@ -10,6 +10,7 @@ write the file cannot forge one. Readers check them before use (projections._sna
 
 from __future__ import annotations
 
+import builtins
 import os
 import sqlite3
 import threading
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import ReadOnlyDatabaseError, SnapshotsUnsupported
 from ._log import EventLog
-from ._snapshot import Snapshot, SnapshotStore
+from ._snapshot import RunCheckpointRow, Snapshot, SnapshotStore
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -59,6 +60,23 @@ def migrations() -> Migrations:
     @found(name="0002_add_snapshot_mac")
     def _add_mac(db: Database) -> None:
         db.execute("ALTER TABLE snapshots ADD COLUMN mac TEXT NOT NULL DEFAULT ''")
+
+    @found(name="0003_create_run_checkpoints")
+    def _create_run_checkpoints(db: Database) -> None:
+        # A few small fields every so many events of a run: rows about as small as the log's.
+        db.execute(
+            """
+            CREATE TABLE run_checkpoints (
+                stream  TEXT    NOT NULL,
+                version INTEGER NOT NULL,
+                seq     INTEGER NOT NULL,
+                hash    TEXT    NOT NULL,
+                data    BLOB    NOT NULL,
+                mac     TEXT    NOT NULL DEFAULT '',
+                PRIMARY KEY (stream, version)
+            ) WITHOUT ROWID
+            """
+        )
 
     _MIGRATIONS.append(found)
     return found
@@ -198,6 +216,35 @@ class SQLiteSnapshotStore(SnapshotStore):
         if name is None:
             return self._write("DELETE FROM snapshots WHERE seq > ?", (after,))
         return self._write("DELETE FROM snapshots WHERE name = ? AND seq > ?", (name, after))
+
+    def run_checkpoints(self, stream: str) -> builtins.list[RunCheckpointRow]:
+        with self._connection() as conn:
+            sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run_checkpoints'"
+            if conn.execute(sql).fetchone() is None:  # a read-only file from before the table
+                return []
+            rows = conn.execute(
+                "SELECT stream, version, seq, hash, data, mac FROM run_checkpoints WHERE stream = ? "
+                "ORDER BY version",
+                (stream,),
+            ).fetchall()
+        return [RunCheckpointRow(*row) for row in rows]
+
+    def put_run_checkpoints(self, rows: builtins.list[RunCheckpointRow]) -> None:
+        if self.readonly or not rows:
+            return
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO run_checkpoints (stream, version, seq, hash, data, mac) "
+                    "VALUES (?,?,?,?,?,?)",
+                    [(r.stream, r.version, r.seq, r.hash, r.data, r.mac) for r in rows],
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
 
 
 def _snapshot(row: Any, data: bytes | None, pruned: bool) -> Snapshot:

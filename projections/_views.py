@@ -33,6 +33,7 @@ from .approvals import (
 from .asks import AskRow, OpenAsksView, PeerInfo, PeersView, ask_order
 from .broker_timeline import broker_moments, broker_timeline
 from .projects import Project, ProjectsView, project_order
+from .run_pages import PAGE, RunPage, RunPages
 from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow, registry_order
 from .sessions import (
     AgentActivityView,
@@ -125,6 +126,7 @@ class Views:
             checkpoint_budget=checkpoint_budget,
             checkpoint_views=checkpoint_views,
         )
+        self.pages = RunPages(log, self.runner.store, self.runner.unreadable)
 
     @property
     def names(self) -> list[str]:
@@ -313,6 +315,46 @@ class Views:
         records = itertools.takewhile(lambda r: r.seq <= seq, self.log.read(row.stream))
         state = fold_records([view], records, {view.name: view.initial()}, self.unreadable)[view.name]
         return render(state, run_id)
+
+    def run_page(
+        self, run_id: str, at: At = None, before: int | None = None, limit: int = PAGE
+    ) -> RunPage | None:
+        """A page of a run's timeline as of `at`: the `limit` entries before position `before`
+        (default: the newest), with the run's status then and how many entries it had.
+
+        A broker run's page is folded from the per-run checkpoint nearest below it, so it costs
+        the page and that distance, not the run's length. A controller run's is cut from its
+        timeline. None if the run had no record by then; ValueError for a bad cursor or limit.
+        """
+        seq = self.resolve_at(at)
+        row = self._current_agent_run(run_id)
+        if row is None:
+            return self.pages.page(run_id, seq, before, limit)
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        if seq is not None and row.first_seq > seq:
+            return None
+        entries = self.timeline(run_id, at=seq)
+        records = self._readable(row.stream)
+        last = 0
+        version = 0
+        status = ""
+        for r in records:
+            if seq is not None and r.seq > seq:
+                break
+            if r.data.get("run_id") != run_id:
+                continue
+            last, version = r.seq, r.version
+            if r.type == "AgentRunStatusChanged":
+                status = r.data["status"]
+            elif r.type == "ForkedFrom":
+                status = FORKED
+        total = len(entries)
+        if before is not None and not 0 <= before <= total:
+            raise ValueError(f"cursor {before} is outside the timeline (0 to {total} entries)")
+        hi = total if before is None else before
+        lo = max(0, hi - limit)
+        return RunPage(run_id, last, version, status, total, lo, tuple(entries[lo:hi]))
 
     def timeline_at_each_event(self, run_id: str) -> list[RunMoment]:
         """The run right after each of its events: status and timeline, in seq order."""
