@@ -37,7 +37,7 @@ def api(tmp_path):
             system,
             operator_token_sha256=OPERATOR_DIGEST,
             poll_timeout=0.01,
-            gate_wait=0.01,
+            max_wait=0.01,
             registration="open",
         )
         yield schemathesis.openapi.from_asgi("/openapi.json", app)

@@ -40,7 +40,7 @@ def create_app(
     session_lifetime: float = SESSION_LIFETIME,
     throttle: AuthThrottle | None = None,
     registration: str = ENROLLED,
-    gate_wait: float = GATE_WAIT,
+    max_wait: float = GATE_WAIT,
 ) -> Starlette:
     """The app over an open System; the caller keeps the System open while the app serves.
 
@@ -60,7 +60,7 @@ def create_app(
     `registration` is who may create a run: `enrolled` (the default, as `flightlog serve`'s)
     only operators and enrolment credentials, through the API, so that no stranger takes a
     run id first; `open` also an agent's `/register` of a new id, as the seed (see `broker`).
-    `gate_wait` is the longest a `/permission_wait` long poll holds (seconds).
+    `max_wait` is the longest a `/permission_wait` or `/api/v1/events` long poll holds (seconds).
     """
     if operator_token_sha256 and not _DIGEST.fullmatch(operator_token_sha256):
         raise ValueError("operator_token_sha256 must be 64 lower-case hex digits (or empty)")
@@ -76,9 +76,9 @@ def create_app(
     broker_routes = BrokerRoutes(system.broker, auth, poll_timeout, registration)
     routes = [
         *broker_routes.routes(),
-        *GateRoutes(system.gates, broker_routes.authenticated, gate_wait).routes(),
+        *GateRoutes(system.gates, broker_routes.authenticated, max_wait).routes(),
         *ConsoleRoutes(system, auth).routes(),
-        *OperatorRoutes(system, auth).routes(),
+        *OperatorRoutes(system, auth, max_wait).routes(),
         Route("/openapi.json", Endpoint(openapi, ("GET", "HEAD"))),
     ]
     # Storage faults become 503s with their cause inside uvicorn's error handler, never a 500;

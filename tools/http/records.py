@@ -45,9 +45,12 @@ def _number(request: Request, name: str, default: float, low: float, high: float
 class RecordRoutes:
     """The records read of the operator API over one System; `guard` authenticates each request."""
 
-    def __init__(self, system: System, guard: Callable[[Handler], Handler]) -> None:
+    def __init__(
+        self, system: System, guard: Callable[[Handler], Handler], max_wait: float = MAX_WAIT
+    ) -> None:
         self.system = system
         self.guard = guard
+        self.max_wait = max_wait
 
     def routes(self) -> list[Route]:
         return [Route("/api/v1/events", Endpoint(self.guard(self.events), ("GET",), json_error))]
@@ -56,7 +59,7 @@ class RecordRoutes:
         log = self.system.log
         after = int(_number(request, "after", 0, 0, 2**62))
         limit = int(_number(request, "limit", LIMIT, 1, MAX_LIMIT))
-        wait = _number(request, "wait", 0, 0, MAX_WAIT)
+        wait = min(_number(request, "wait", 0, 0, MAX_WAIT), self.max_wait)
         run_id = request.query_params.get("run") or None
 
         def page() -> dict[str, Any]:
