@@ -30,6 +30,7 @@ from ._log import EventLog
 from ._open import open_log
 from ._record import (
     ANY,
+    APPROVAL_TYPES,
     EXISTS,
     GENESIS_HASH,
     NO_STREAM,
@@ -46,6 +47,7 @@ from ._unreadable import RECORD_ERRORS, Unreadable, readable
 
 __all__ = [
     "ANY",
+    "APPROVAL_TYPES",
     "EXISTS",
     "GENESIS_HASH",
     "NO_STREAM",

@@ -4,7 +4,7 @@
 # view is pure: no clock, no I/O, no randomness (a test enforces the imports).
 
 from ._checkpoints import Checkpoints
-from ._diff import Change, Diff, apply_diff, text_diff
+from ._diff import Change, Diff, apply_diff, diff_items, text_diff
 from ._replay import Mismatch, ReplayReport, compare_expected, replay_check
 from ._runner import ViewRunner
 from ._snapshot_check import BadSnapshot, SnapshotCheck, check_snapshots
@@ -14,6 +14,7 @@ from .agent_runs import AgentRun, AgentRunsView
 from .approvals import ApprovalHistoryView, ApprovalRow, PendingApprovalsView, RefusedAttempt
 from .asks import AskRow, OpenAsksView, PeerInfo, PeersView
 from .projects import Project, ProjectsView
+from .run_pages import RunPage
 from .runs import RECENT_PERMISSIONS, FinishStatus, FinishStatusView, RunRegistryView, RunRow
 from .sessions import AgentActivityView, SessionRow, SessionsView, SessionTurn, TurnEvent
 from .timeline import RunMoment, TimelineEntry, TimelineView
@@ -43,6 +44,7 @@ __all__ = [
     "RefusedAttempt",
     "ReplayReport",
     "RunMoment",
+    "RunPage",
     "RunRegistryView",
     "RunRow",
     "SessionRow",
@@ -60,6 +62,7 @@ __all__ = [
     "check_snapshots",
     "compare_expected",
     "default_views",
+    "diff_items",
     "replay_check",
     "state_digest",
     "text_diff",

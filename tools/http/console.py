@@ -38,6 +38,7 @@ from .console_reads import (
 )
 from .integrity import Integrity
 from .principals import Operator, OperatorAuth, client_address
+from .run_travel import approvals_changed, broker_travel, page_params, permission_tool, step_seq
 from .travel_reads import moment_seq
 from .wire import Endpoint, WireError, json_error, json_response, parse_object, read_body
 
@@ -45,6 +46,7 @@ MEDIA = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=u
          ".css": "text/css; charset=utf-8"}  # fmt: skip
 PAGES = ("runs", "approvals", "events")  # /ui/<page>/<id>: the one page, routed in the browser
 MAX_EVENTS = 500
+OVERVIEW_PAGE = 200
 HEAD_POLL = 0.25  # how often the event stream looks at the log's head
 KEEPALIVE = 15.0
 SECURITY_HEADERS = {
@@ -170,23 +172,35 @@ class ConsoleRoutes:
         )
 
     async def overview(self, request: Request) -> Response:
-        return json_response(await run_in_threadpool(self._overview))
+        try:
+            after, limit = _overview_params(request.query_params)
+        except ValueError as e:
+            raise WireError(400, str(e)) from None
+        since = request.query_params.get("since") or ""
+        return json_response(await run_in_threadpool(self._overview, after, limit, since))
 
-    def _overview(self) -> dict[str, Any]:
+    def _overview(self, after: int, limit: int, since: str = "") -> dict[str, Any]:
+        """A page of pending approvals (oldest first, after the cursor `after`, a requested seq);
+        with `since` (a head seen before), `unchanged` when no approval record came after it."""
         views = self.system.views
         head = views.catch_up()
         now = self.system.clock.now()
-        pending = [self._approval(a) for a in views.pending_approvals()]
-        return {"head": head, "now": now, "approvals": pending}
+        if since.isdigit() and int(since) <= head and not approvals_changed(self.system, int(since)):
+            return {"head": head, "now": now, "unchanged": True}
+        rows = views.pending_approvals()
+        start = 0
+        if after:
+            start = next((i for i, a in enumerate(rows) if a.requested_seq > after), len(rows))
+        page = rows[start : start + limit]
+        more = start + limit < len(rows)
+        return {"head": head, "now": now, "total": len(rows), "approvals": [self._approval(a) for a in page],
+                "next": page[-1].requested_seq if more and page else None}  # fmt: skip
 
     def _approval(self, a: ApprovalRow) -> dict[str, Any]:
         """An approval with every vote (name and identity) and, for a run's permission, its tool."""
         out = _approval_json(a)
         out["voters"] = voters(self.system, a.id)
-        out["tool"] = ""
-        for r in self.system.log.read(f"run-{a.run_id}") if a.run_id else ():
-            if r.type == "PermissionRequested" and r.data["approval_id"] == a.id:
-                out["tool"] = r.data["tool_name"]
+        out["tool"] = permission_tool(self.system, a)
         return out
 
     async def runs(self, request: Request) -> Response:
@@ -205,14 +219,28 @@ class ConsoleRoutes:
                 at = moment_seq(self.system.log, str(raw_at))
             except ValueError as e:
                 raise WireError(400, f"at: {e}") from None
-        result = await run_in_threadpool(self._travel, run_id, at)
+        step = request.query_params.get("step") or ""
+        try:
+            before, limit = page_params(request.query_params)
+            if step:
+                found = step_seq(self.system, run_id, int(step)) if step.isdigit() else None
+                if found is None:
+                    raise ValueError(f"step {step} is not one of the run's")
+                at = found
+            result = await run_in_threadpool(self._travel, run_id, at, before, limit)
+        except ValueError as e:
+            raise WireError(400, str(e)) from None
         if result is None:
             raise WireError(404, "run not found")
         return json_response(result)
 
-    def _travel(self, run_id: str, at: int | None) -> dict[str, Any] | None:
+    def _travel(
+        self, run_id: str, at: int | None, before: int | None = None, limit: int = 200
+    ) -> dict[str, Any] | None:
         views = self.system.views
         views.catch_up()
+        if views.agent_run(run_id) is None:  # a broker run: a page, folded from its nearest checkpoint
+            return broker_travel(self.system, run_id, at, before, limit, self._approval)
         moments = views.timeline_at_each_event(run_id)
         if not moments:
             return None
@@ -250,6 +278,15 @@ class ConsoleRoutes:
             raise WireError(400, "offset and limit must be whole numbers") from None
 
         def load() -> dict[str, Any] | None:
+            if self.system.views.agent_run(run_id) is None:  # a broker run: read the page's versions only
+                stream = f"run-{run_id}"
+                total = self.system.log.stream_version(stream)
+                if not total:
+                    return None
+                first = max(offset, 0) + 1
+                page = list(self.system.log.read(stream, first, first + max(limit, 1) - 1))
+                return {"run_id": run_id, "total": total, "offset": offset,
+                        "events": [event_json(r) for r in page]}  # fmt: skip
             records = run_records(self.system, run_id)
             if not records:
                 return None
@@ -329,6 +366,14 @@ class ConsoleRoutes:
 
         headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+def _overview_params(params: Any) -> tuple[int, int]:
+    """The overview's cursor (the requested seq of the last approval shown) and page size."""
+    after, limit = params.get("after") or "0", params.get("limit") or str(OVERVIEW_PAGE)
+    if not after.isdigit() or not limit.isdigit():
+        raise ValueError("after and limit must be whole numbers (after: the cursor of a previous page)")
+    return int(after), min(max(int(limit), 1), MAX_EVENTS)
 
 
 def _approval_json(a: ApprovalRow) -> dict[str, Any]:
