@@ -12,9 +12,11 @@ import { loadAudit } from "./audit.js";
 
 let source = null;
 let signedIn = false;
+let overviewHead = null; // the head the pending approvals on screen were read at
 
 function clearDashboard() {
   signedIn = false;
+  overviewHead = null;
   endSession();
   if (source) { source.close(); source = null; }
   runs.clear(); run.clear();
@@ -84,11 +86,15 @@ async function show(r) {
 
 async function refresh() {
   if (!signedIn) return;
-  const overview = await api("/api/v1/console/overview");
-  renderPending(overview.approvals, refresh);
+  // The overview says "unchanged" when no approval record came since the head it was last read
+  // at: then neither the pending approvals nor the audit trail are fetched again.
+  const overview = await api(`/api/v1/console/overview${overviewHead === null ? "" : `?since=${overviewHead}`}`);
+  const approvalsChanged = !overview.unchanged;
+  overviewHead = overview.head;
+  if (approvalsChanged) renderPending(overview.approvals, refresh);
   await runs.load();
   await run.followLive();
-  await loadAudit();
+  if (approvalsChanged) await loadAudit();
 }
 
 function listen() {

@@ -64,13 +64,17 @@ function headerNode(t) {
 function travelNode(t) {
   const bar = el("div", null, "travel"); bar.id = "travel";
   const slider = el("input"); slider.type = "range"; slider.id = "slider"; slider.min = "0"; slider.step = "1";
-  slider.max = String(t.seqs.length - 1);
-  let index = t.seqs.length - 1;
-  for (let i = 0; i < t.seqs.length; i++) if (t.seqs[i] <= t.at) index = i;
+  // A broker run's answer names its records by step (1 to t.steps), not by a list of every seq:
+  // a long run's page stays the size of what it shows.
+  const steps = t.seqs ? t.seqs.length : t.steps;
+  slider.max = String(steps - 1);
+  let index = steps - 1;
+  if (t.seqs) { for (let i = 0; i < t.seqs.length; i++) if (t.seqs[i] <= t.at) index = i; } else index = Math.max(t.step - 1, 0);
   slider.value = String(index);
   slider.setAttribute("aria-label", "time travel over the run's events");
-  slider.addEventListener("input", () => { $("travel-where").textContent = `seq ${t.seqs[Number(slider.value)]} (release to travel)`; });
-  slider.addEventListener("change", () => travelTo(t.seqs[Number(slider.value)]));
+  const label = (i) => (t.seqs ? `seq ${t.seqs[i]}` : `step ${i + 1} of ${steps}`);
+  slider.addEventListener("input", () => { $("travel-where").textContent = `${label(Number(slider.value))} (release to travel)`; });
+  slider.addEventListener("change", () => (t.seqs ? travelTo(t.seqs[Number(slider.value)]) : travelToStep(t.run_id, Number(slider.value) + 1)));
   const asOf = el("input"); asOf.type = "datetime-local"; asOf.id = "as-of"; asOf.step = "1";
   asOf.setAttribute("aria-label", "as of");
   asOf.addEventListener("change", () => { if (asOf.value) travelTo(new Date(asOf.value).toISOString()); });
@@ -82,6 +86,27 @@ function travelNode(t) {
   const asLabel = el("label", "as of"); asLabel.htmlFor = "as-of";
   bar.append(label, slider, asLabel, asOf, where, live);
   return bar;
+}
+
+async function travelToStep(runId, step) {
+  const t = await api(`/api/v1/console/runs/${encodeURIComponent(runId)}/travel?step=${step}&limit=1`);
+  travelTo(t.at);
+}
+
+// The page before the one on screen (a long run's timeline comes a page at a time), prepended.
+function earlierNode(t, list) {
+  const more = el("button", `Earlier entries (${t.before} more)`); more.type = "button"; more.id = "earlier";
+  more.hidden = t.before === null || t.before === undefined;
+  let before = t.before;
+  more.addEventListener("click", async () => {
+    const q = `?limit=200&before=${before}${t.live ? "" : `&at=${t.at}`}`;
+    const page = await api(`/api/v1/console/runs/${encodeURIComponent(t.run_id)}/travel${q}`);
+    list.prepend(...page.entries.map(entryNode));
+    before = page.before;
+    more.hidden = before === null;
+    more.textContent = `Earlier entries (${before} more)`;
+  });
+  return more;
 }
 
 function travelTo(at) {
@@ -175,6 +200,7 @@ function render(t, tab, focus, events) {
   else {
     const list = el("ol"); list.id = "timeline";
     list.append(...t.entries.map(entryNode));
+    body.append(earlierNode(t, list));
     body.append(el("p", `status then: ${t.status}`, "meta"), list, sinceNode(t));
   }
   const tools = el("div", null, "toolbar"); tools.append(forkButton(t));
