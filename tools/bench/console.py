@@ -30,6 +30,7 @@ from eventlog.events import (
 )
 
 from .._output import console, emit_json
+from .long_run import measure_long, report_lines
 
 TARGET_MS = 300.0
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -128,9 +129,17 @@ def measure(runs: int, samples: int) -> dict[str, Any]:
 @click.command("console")
 @click.option("--quick", is_flag=True, help="Fewer samples per request (the log still has 10,000 runs).")
 @click.option("--runs", type=click.IntRange(10), default=10_000, show_default=True, help="Runs in the log.")
+@click.option(
+    "--long-events", type=click.IntRange(100), help="Events in the long run (default 100,000; --quick 5,000)."
+)
+@click.option("--approvals", type=click.IntRange(0), help="Pending approvals (default 5,000; --quick 500).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
-def bench_console(quick: bool, runs: int, as_json: bool) -> None:
-    """The console's runs page and search with 10,000 runs: p95 ms per request, server-side.
+def bench_console(
+    quick: bool, runs: int, long_events: int | None, approvals: int | None, as_json: bool
+) -> None:
+    """The console's runs page and search with 10,000 runs: p95 ms per request, server-side;
+    then one run of 100,000 events (the run as of step k beside a plain fold and LangGraph's
+    SqliteSaver, its console page live and travelled) and the overview with 5,000 approvals.
 
     \b
     Example:
@@ -138,6 +147,9 @@ def bench_console(quick: bool, runs: int, as_json: bool) -> None:
       flightlog bench console --json
     """
     result = measure(runs, 20 if quick else 100)
+    events = long_events or (5_000 if quick else 100_000)
+    pending = approvals if approvals is not None else (500 if quick else 5_000)
+    result["long_run"] = measure_long(events, pending, 100 if quick else 1_000)
     if as_json:
         emit_json(result)
         return
@@ -149,3 +161,5 @@ def bench_console(quick: bool, runs: int, as_json: bool) -> None:
         ratio = ms / TARGET_MS
         verdict = "[green]ok[/]" if ms <= TARGET_MS else "[red]over target[/]"
         console.print(f"  {name:<28} p95 {ms:8.1f} ms  {ratio:5.2f}x the {TARGET_MS:.0f} ms target {verdict}")
+    for line in report_lines(result["long_run"]):
+        console.print(line)
