@@ -188,7 +188,9 @@ class RunPages:
         stream = f"run-{run_id}"
         run = self._run(stream)
         k = 2**62 if at is None else at
-        end = self._fold(stream, run, k, None)
+        # One fold from the checkpoint below k keeps every entry made after that checkpoint:
+        # the newest page usually lies among them, and then no second fold is needed.
+        end = self._fold(stream, run, k, (-1, -1))
         if end is None:
             return None
         fold, last = end
@@ -197,11 +199,13 @@ class RunPages:
             raise ValueError(f"cursor {before} is outside the timeline (0 to {total} entries)")
         hi = total if before is None else before
         lo = max(0, hi - min(limit, MAX_PAGE))
-        window = (fold.base + lo, fold.base + hi)
+        first = fold.made - len(fold.entries)  # the made-index of the first entry kept
         if lo == hi:
             entries: list[TimelineEntry] = []
+        elif fold.base + lo >= first:
+            entries = fold.entries[fold.base + lo - first : fold.base + hi - first]
         else:
-            found = self._fold(stream, run, last.seq, window)
+            found = self._fold(stream, run, last.seq, (fold.base + lo, fold.base + hi))
             entries = found[0].entries if found is not None else []
         return RunPage(run_id, last.seq, last.version, fold.status, total, lo, tuple(entries))
 
@@ -212,18 +216,21 @@ class RunPages:
     ) -> tuple[BrokerFold, Record] | None:
         """The fold of `stream` up to seq `k` and its last record (None if it has none by then).
 
-        With no window, entries are only counted. With one, the fold starts at the last
+        With no window, entries are only counted; with (-1, -1), those made after the checkpoint
+        it starts from are kept. With another, the fold starts at the last
         checkpoint whose made count is at or below the window's start, and it stops once the
         window is full unless a permission in it may still be decided.
         """
         while True:
             with self._lock:
                 i = run.at_or_below(k)
-                if window is not None:
+                if window is not None and window[0] >= 0:
                     i = run.made_at_or_below(window[0], i)
                 point = run.points[i] if i >= 0 else None
                 following = run.points[i + 1] if i + 1 < len(run.points) else None
                 trusted = point is None or point.version in run.trusted
+            if window == (-1, -1):  # every entry made after the checkpoint the fold starts from
+                window = (point.made if point is not None else 0, 2**62)
             if point is None:
                 fold = BrokerFold(window)
                 first = 1
