@@ -9,6 +9,8 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from ._append import AppendRequest, Row, callers, encode_events, meta_bytes
 from ._catalogue import Event
 from ._chain import Sealer, make_hasher, make_sealer, record_from_row, walk_chain
@@ -325,6 +327,17 @@ class EventLog(GroupCommit):
             for r in self.read_all(to_seq=to_seq, types=APPROVAL_TYPES)
             if r.data.get("approval_id") == approval_id
         ]
+
+    def checkpoint(self) -> None:
+        """Make the database file whole by itself (a plain copy of it has every commit); a
+        no-op for a backend that keeps no write-ahead file beside it."""
+
+    def seqs_containing(self, text: str, limit: int = 200) -> list[int]:
+        """The seqs of the newest records (at most `limit`) whose data holds `text`, ignoring
+        ASCII case. A scan of the payloads, not an index: it costs the log's size."""
+        needle = text.lower()
+        found = [r.seq for r in self.read_all() if needle in orjson.dumps(r.data).decode().lower()]
+        return found[::-1][:limit]
 
     def seq_at(self, when: datetime) -> int:
         """The last seq recorded at or before `when` (0 if none), by a binary search over seq.

@@ -115,6 +115,8 @@ class PostgresLog(SQLReads, EventLog):
     """
 
     PLACEHOLDER = "%s"
+    DATA_TEXT = "convert_from(data, 'UTF8')"
+    FIND = "strpos"
 
     def __init__(
         self, url: str, *, clock: Clock | None = None, hmac_key: bytes | None = None, readonly: bool = False

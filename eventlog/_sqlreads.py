@@ -18,6 +18,8 @@ class SQLReads(abc.ABC):
     """`_rows_after`, `_stream_rows`, `head` and `stream_version` over an `events` table."""
 
     PLACEHOLDER = "?"
+    DATA_TEXT = "CAST(data AS TEXT)"  # the stored data as text, in this backend's SQL
+    FIND = "instr"  # the position of a substring (0: absent), in this backend's SQL
 
     @abc.abstractmethod
     def _query(self, query: str, params: tuple[object, ...] = ()) -> list[Row]: ...
@@ -68,6 +70,16 @@ class SQLReads(abc.ABC):
             "ORDER BY version LIMIT ?"
         )
         return self._query(self._sql(query), (stream, from_version, hi, limit))
+
+    def seqs_containing(self, text: str, limit: int = 200) -> list[int]:
+        """The seqs of the newest records (at most `limit`) whose data holds `text`, ignoring
+        ASCII case. A scan of the payloads in the database, not an index: it costs the log's
+        size, and no record is decoded."""
+        query = (
+            f"SELECT seq FROM events WHERE {self.FIND}(lower({self.DATA_TEXT}), ?) > 0 "
+            "ORDER BY seq DESC LIMIT ?"
+        )
+        return [row[0] for row in self._query(self._sql(query), (text.lower(), limit))]
 
     def head(self) -> Head:
         """The last seq and hash (seq 0 and the genesis hash for an empty log)."""

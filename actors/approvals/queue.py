@@ -238,15 +238,19 @@ class ApprovalQueue:
 
     # -- deciding --------------------------------------------------------------------------
 
-    def resolve(self, id: str, decision: str, actor: str = "", *, identity: str = "") -> ApprovalResolution:
-        """Apply an operator's decision; return the outcome it produced."""
+    def resolve(
+        self, id: str, decision: str, actor: str = "", *, identity: str = "", reason: str = ""
+    ) -> ApprovalResolution:
+        """Apply an operator's decision (its reason, if any, goes in the record's meta); return
+        the outcome it produced."""
         if decision not in (APPROVE, REJECT):
             raise ApprovalValidationError("decision must be approve or reject")
         if not id or len(id) > MAX_ID_LENGTH:
             # Never recorded: such an id cannot even name a stream (its actor would not start).
             raise ApprovalNotPendingError(id)
         actor = actor or KEYS.operator
-        state = self._conclude(id, DecideApproval(decision, actor, identity), {"actor": actor})
+        meta = {"actor": actor, "reason": reason} if reason else {"actor": actor}
+        state = self._conclude(id, DecideApproval(decision, actor, identity), meta)
         if state is None:
             st: ApprovalState = self._dir.ask(id, Flags())[0]
             raise QuorumPendingError(id, len(st.votes), st.quorum)

@@ -107,7 +107,8 @@ def test_approve_in_the_console_then_travel_back_to_pending(served, page, tmp_pa
             "deployer",
         ],
         cwd=ROOT,
-        env={**os.environ, "FLIGHTLOG_RUN_TOKEN": make_token()},
+        # The server takes enrolled runs: the run is created first, and its agent given its token.
+        env={**os.environ, "FLIGHTLOG_RUN_TOKEN": system.broker.create_run("deployer", by="tests")},
         stdout=subprocess.DEVNULL,
     )
     try:

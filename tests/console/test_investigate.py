@@ -2,7 +2,8 @@
 deep links, search and filters, the event history, "changed since", fork from the page, logout.
 
 The database is the seeded workload (a dozen agent runs and broker runs with approvals).
-Screenshots for the README are written to docs/console/.
+Screenshots land in artifacts/console/ for a person to look at; the README's are taken from
+the demo (tests/console/test_demo_console.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tools.bench.workload import fill
 
 from .test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, log_in, sync_api
 
-DOCS = ROOT / "docs" / "console"
+SHOTS = ROOT / "artifacts" / "console"
 TOKEN = "investigate-5d0c9e2b7a4f1836e0b9c7d2"
 
 
@@ -86,8 +87,8 @@ def views_of(db: Path) -> Views:
 
 
 def shot(page, name: str) -> None:
-    DOCS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(DOCS / f"{name}.png"))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"workload-{name}.png"))
 
 
 def test_a_deep_link_to_a_run_at_a_seq_restores_the_page(page, server, db):
@@ -167,18 +168,20 @@ def test_the_event_history_shows_each_payload(page, server, db):
     records = [r for r in views.log.read(run.stream) if r.data.get("run_id", run.run_id) == run.run_id]
     page.goto(f"{server}/ui/events/{records[1].seq}")
     page.wait_for_url(re.compile(rf"/ui/runs/{run.run_id}\?at={records[1].seq}#events$"))
-    row = page.locator(f"#event-history tr[data-seq='{records[1].seq}']")
+    row = page.locator(f"#event-history tr.event[data-seq='{records[1].seq}']")
     row.wait_for()
     assert records[1].type in row.inner_text()
-    assert row.locator("details").get_attribute("open") is not None  # the linked event is open
-    payload = row.locator("pre.payload").inner_text()
+    inspector = page.locator(f"#event-history tr.inspector-row[data-seq='{records[1].seq}']")
+    assert inspector.is_visible()  # the linked event is open
+    payload = inspector.locator("pre.payload").inner_text()
     assert f'"run_id": "{run.run_id}"' in payload
-    assert page.locator("#event-history tbody tr").count() == len(records)
-    other = page.locator(f"#event-history tr[data-seq='{records[0].seq}']")
-    assert not other.locator("pre").is_visible()  # collapsed until opened
-    other.locator("summary").click()
+    assert page.locator("#event-history tbody tr.event").count() == len(records)
+    other = page.locator(f"#event-history tr.event[data-seq='{records[0].seq}']")
+    other_inspector = page.locator(f"#event-history tr.inspector-row[data-seq='{records[0].seq}']")
+    assert not other_inspector.is_visible()  # collapsed until opened
+    other.locator("button.toggle").click()
     assert records[0].type in other.inner_text()
-    assert records[0].event_id in other.locator("pre").inner_text()
+    assert records[0].event_id in other_inspector.inner_text()
     shot(page, "event-history")
 
 

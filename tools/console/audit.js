@@ -1,6 +1,6 @@
 // The audit trail: every approval with its outcome and voters, and the chain's verdict.
 
-import { $, api, el, idNode, link, runHref, showTamper, timeNode } from "./util.js";
+import { $, api, duration, el, idNode, link, runHref, showTamper, timeNode } from "./util.js";
 
 export async function loadAudit() {
   const audit = await api("/api/v1/console/audit");
@@ -27,7 +27,7 @@ export async function loadAudit() {
     const digest = el("td"); digest.append(idNode(a.payload_sha256));
     const by = a.votes.length > 1 ? a.votes.join(", ") : (a.identity ? `${a.actor} (${a.identity})` : a.actor);
     tr.append(el("td"), title, run, el("td", a.risk), digest, el("td", a.decision || a.status), el("td", by),
-      el("td", a.latency_ms === null ? "" : `${Math.round(a.latency_ms)} ms`, "nowrap"), el("td", a.refused));
+      el("td", duration(a.latency_ms), "nowrap"), el("td", a.refused));
     tr.firstChild.append(timeNode(a.requested_at));
     table.tBodies[0].append(tr);
   }

@@ -3,11 +3,12 @@
 // lives in this origin's storage (port-specific, unlike the cookie). Nothing of the dashboard
 // exists in the DOM before login, and logout empties it again.
 
-import { $, api, csrfHeaders, el, endSession, setCsrf, setUnauthorizedHandler } from "./util.js";
-import { navigate, route, startRouter } from "./router.js";
+import { $, api, csrfHeaders, el, endSession, link, setCsrf, setUnauthorizedHandler } from "./util.js";
+import { PAGES, navigate, route, startRouter } from "./router.js";
 import * as runs from "./runs.js";
 import * as run from "./run.js";
-import { loadApproval, renderPending, setMe, tickCountdowns } from "./approvals.js";
+import { followApproval, loadApproval, renderPending, setMe, tickCountdowns } from "./approvals.js";
+import { renderLoneEvent } from "./events.js";
 import { loadAudit } from "./audit.js";
 
 let source = null;
@@ -63,24 +64,44 @@ function home() {
     el("p", "Pick a run on the left to see its timeline, events and approvals, and to travel in it.", "meta"));
 }
 
+// The console's own 404: the address names no page of the console, or nothing that exists.
+function notFound(what, detail) {
+  const title = el("h2", "Not found"); title.id = "not-found";
+  const home = el("p"); home.append(el("span", "Back to "), link("/ui/", "the runs"), el("span", "."));
+  $("page-panel").replaceChildren(title, el("p", `${what}${detail ? `: ${detail}` : ""}`, "error"), home);
+  document.title = "Not found · flightlog console";
+}
+
 async function show(r) {
   if (!signedIn) return;
+  document.title = "flightlog console";
+  if (!PAGES.includes(r.page) || (r.page !== "home" && !r.id)) {
+    notFound(`There is no page at ${window.location.pathname}`);
+    return;
+  }
   try {
-    if (r.page === "runs" && r.id) {
+    if (r.page === "runs") {
       runs.select_(r.id);
-      await run.load(r.id, r.at, r.tab, r.at);
-    } else if (r.page === "approvals" && r.id) {
+      const focus = r.at !== null && /^\d+$/.test(r.at) ? Number(r.at) : null;
+      await run.load(r.id, r.at, r.tab, focus);
+    } else if (r.page === "approvals") {
       await loadApproval(r.id);
-    } else if (r.page === "events" && r.id) {
+    } else if (r.page === "events") {
       const e = await api(`/api/v1/console/events/${encodeURIComponent(r.id)}`);
       if (e.run_id) await navigate(`/ui/runs/${encodeURIComponent(e.run_id)}?at=${e.seq}#events`, { replace: true });
-      else $("page-panel").replaceChildren(el("h2", `Event ${e.seq}: ${e.type}`), el("pre", JSON.stringify(e, null, 2), "payload"));
+      else renderLoneEvent(e);
     } else {
       home();
     }
   } catch (e) {
     if (e.status === 401) return;
-    $("page-panel").replaceChildren(el("h2", "Not found"), el("p", e.message, "error"));
+    if (e.status === 400) {
+      const title = el("h2", "That address does not name a moment"); title.id = "bad-address";
+      const back = el("p"); back.append(link(window.location.pathname, "Show it live"));
+      $("page-panel").replaceChildren(title, el("p", e.message, "error"), back);
+      return;
+    }
+    notFound(r.page === "runs" ? "No such run" : r.page === "approvals" ? "No such approval" : "No event there", e.message);
   }
 }
 
@@ -94,6 +115,7 @@ async function refresh() {
   if (approvalsChanged) renderPending(overview.approvals, refresh);
   await runs.load();
   await run.followLive();
+  await followApproval();
   if (approvalsChanged) await loadAudit();
 }
 

@@ -3,8 +3,8 @@
 // with every voter, the event history tab, and fork / re-drive for agent runs.
 
 import { $, api, confirmDialog, el, idNode, link, runHref, timeNode, when } from "./util.js";
-import { navigate } from "./router.js";
-import { renderEvents } from "./events.js";
+import { navigate, route } from "./router.js";
+import { renderEvents, revealEvent } from "./events.js";
 import { votersNode } from "./approvals.js";
 
 let current = null; // { runId, at, tab, focus, travel }
@@ -72,13 +72,16 @@ function travelNode(t) {
   if (t.seqs) { for (let i = 0; i < t.seqs.length; i++) if (t.seqs[i] <= t.at) index = i; } else index = Math.max(t.step - 1, 0);
   slider.value = String(index);
   slider.setAttribute("aria-label", "time travel over the run's events");
-  const label = (i) => (t.seqs ? `seq ${t.seqs[i]}` : `step ${i + 1} of ${steps}`);
-  slider.addEventListener("input", () => { $("travel-where").textContent = `${label(Number(slider.value))} (release to travel)`; });
+  const stepName = (i) => (t.seqs ? `seq ${t.seqs[i]}` : `step ${i + 1} of ${steps}`); // "label" names the <label> below
+  slider.addEventListener("input", () => { $("travel-where").textContent = `${stepName(Number(slider.value))} (release to travel)`; });
   slider.addEventListener("change", () => (t.seqs ? travelTo(t.seqs[Number(slider.value)]) : travelToStep(t.run_id, Number(slider.value) + 1)));
-  const asOf = el("input"); asOf.type = "datetime-local"; asOf.id = "as-of"; asOf.step = "1";
+  // "As of" to the millisecond, in local time; it shows the moment on screen.
+  const asOf = el("input"); asOf.type = "datetime-local"; asOf.id = "as-of"; asOf.step = "any"; // "any": 0.001 rounds some milliseconds down
   asOf.setAttribute("aria-label", "as of");
-  asOf.addEventListener("change", () => { if (asOf.value) travelTo(new Date(asOf.value).toISOString()); });
-  const where = el("span", t.live ? `live · seq ${t.at}` : `seq ${t.at} · ${when(t.moment)}`, "meta nowrap");
+  if (t.moment) asOf.value = localInput(t.moment);
+  asOf.addEventListener("change", () => { const at = fromLocalInput(asOf.value); if (at) travelTo(at); });
+  const where = el("span", t.before_start ? `before this run started · seq ${t.at}`
+    : t.live ? `live · seq ${t.at}` : `seq ${t.at} · ${when(t.moment)}`, "meta nowrap");
   where.id = "travel-where";
   const live = el("button", "Live"); live.type = "button"; live.id = "travel-live";
   live.addEventListener("click", () => navigate(runHref(t.run_id) + (current.tab === "events" ? "#events" : "")));
@@ -86,6 +89,20 @@ function travelNode(t) {
   const asLabel = el("label", "as of"); asLabel.htmlFor = "as-of";
   bar.append(label, slider, asLabel, asOf, where, live);
   return bar;
+}
+
+// An ISO time as a datetime-local input's value (local time, to the millisecond).
+function localInput(iso) {
+  const d = new Date(iso);
+  return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 23);
+}
+
+// A datetime-local input's value (local time) as an ISO time in UTC, its milliseconds kept exactly.
+function fromLocalInput(value) {
+  const m = /^(\d+)-(\d+)-(\d+)T(\d+):(\d+)(?::(\d+)(?:\.(\d+))?)?$/.exec(value || "");
+  if (!m) return null;
+  const ms = Number(((m[7] || "") + "000").slice(0, 3));
+  return new Date(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +(m[6] || 0), ms).toISOString();
 }
 
 async function travelToStep(runId, step) {
@@ -132,7 +149,9 @@ function sinceNode(t) {
 
 function approvalsNode(t) {
   const wrap = el("div");
-  wrap.append(el("h3", `Approvals of this run${t.live ? "" : " (as they were then)"}`));
+  const h = el("h3", `Approvals of this run${t.live ? ": pending and decided, with every vote" : " (as they were then)"}`);
+  h.id = "run-approvals-title";
+  wrap.append(h);
   const table = el("table"); table.id = "run-approvals";
   const head = el("tr");
   for (const h of ["approval", "tool", "risk", "status", "votes"]) head.append(el("th", h));
@@ -145,7 +164,9 @@ function approvalsNode(t) {
     tr.append(title, el("td", a.tool || a.kind), el("td", a.risk, "risk-" + a.risk), el("td", a.status + quorum, "nowrap"), votes);
     table.tBodies[0].append(tr);
   }
-  if (!t.approvals.length) wrap.append(el("p", "None.", "meta")); else wrap.append(table);
+  if (!t.approvals.length) {
+    const none = el("p", t.live ? "None yet." : "None then.", "meta"); none.id = "run-approvals-none"; wrap.append(none);
+  } else wrap.append(table);
   return wrap;
 }
 
@@ -192,7 +213,10 @@ function render(t, tab, focus, events) {
   const banner = el("div", null, "banner"); banner.id = "not-live"; banner.hidden = t.live;
   if (!t.live) {
     const back = link(runHref(t.run_id) + (tab === "events" ? "#events" : ""), "back to live");
-    banner.append(el("span", `Not live: this is the run as it was at seq ${t.at} (${when(t.moment)}). `), back);
+    banner.dataset.state = t.before_start ? "before" : "past";
+    banner.append(el("span", t.before_start
+      ? `Before this run started: at seq ${t.at}${t.moment ? ` (${when(t.moment)})` : ""} it did not exist yet; its first event is seq ${t.seqs[0]}. `
+      : `Not live: this is the run as it was at seq ${t.at} (${when(t.moment)}). `), back);
   }
   const message = el("p", "", "error"); message.id = "run-message"; message.setAttribute("role", "alert");
   const body = el("div");
@@ -201,7 +225,7 @@ function render(t, tab, focus, events) {
     const list = el("ol"); list.id = "timeline";
     list.append(...t.entries.map(entryNode));
     body.append(earlierNode(t, list));
-    body.append(el("p", `status then: ${t.status}`, "meta"), list, sinceNode(t));
+    body.append(el("p", t.live ? `status: ${t.status}` : `status then: ${t.status}`, "meta"), list, sinceNode(t));
   }
   const tools = el("div", null, "toolbar"); tools.append(forkButton(t));
   panel.replaceChildren(title, headerNode(t), banner, travelNode(t), tools, message, tabsNode(t, tab), body, approvalsNode(t));
@@ -212,16 +236,22 @@ export async function load(runId, at, tab = "timeline", focus = null, quiet = fa
   const q = at === null || at === undefined ? "" : `?at=${encodeURIComponent(at)}`;
   const t = await api(`/api/v1/console/runs/${encodeURIComponent(runId)}/travel${q}`);
   const events = tab === "events" ? await api(`/api/v1/console/runs/${encodeURIComponent(runId)}/events?limit=500`) : null;
-  if (mine === generation && !(quiet && current && current.runId !== runId)) {
+  const r = route(); // the address still names this run (not an approval opened meanwhile)
+  if (mine === generation && !(quiet && current && current.runId !== runId) && r.page === "runs" && r.id === runId) {
     shown = mine;
     current = { runId, at: t.live ? null : t.at, tab, focus, travel: t };
     render(t, tab, focus, events);
+    if (tab === "events" && focus !== null) revealEvent(focus);
   }
   settled += 1; document.body.dataset.runLoads = String(settled); // shown or dropped: it is over
 }
 
+// Re-draw the live run page, only while it is on screen: deciding elsewhere (the approval page)
+// refreshes the data but never swaps the pane under an address that names something else.
 export function followLive() {
-  return current && current.at === null ? load(current.runId, null, current.tab, current.focus, true) : Promise.resolve();
+  const r = route();
+  const here = r.page === "runs" && current && r.id === current.runId;
+  return here && current.at === null ? load(current.runId, null, current.tab, current.focus, true) : Promise.resolve();
 }
 
 export function clear() { current = null; }

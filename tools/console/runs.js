@@ -1,8 +1,9 @@
-// The runs list: search (id, title, text), filters (status, kind, time range, actor), sorting and
-// server-side pages. Clicking a run opens its page.
+// The runs list: search (id, title, text, and the text of every event's payload), filters
+// (status, kind, time range, actor), sorting and server-side pages; the search and filters live
+// in the address bar. Clicking a run opens its page.
 
 import { $, api, el, idNode, runHref, timeNode } from "./util.js";
-import { navigate } from "./router.js";
+import { FILTERS, navigate, setFilters } from "./router.js";
 
 const PAGE = 25;
 const query = { q: "", status: "", kind: "", actor: "", since: "", until: "", sort: "last_activity", order: "desc", offset: 0 };
@@ -25,7 +26,7 @@ function select(name, options) {
 
 function build(panel) {
   const form = el("form"); form.id = "runs-search"; form.className = "filters";
-  const q = el("input"); q.type = "search"; q.id = "runs-q"; q.name = "q"; q.placeholder = "search id, title, text";
+  const q = el("input"); q.type = "search"; q.id = "runs-q"; q.name = "q"; q.placeholder = "search id, title, payloads";
   const actor = el("input"); actor.id = "runs-actor"; actor.name = "actor"; actor.placeholder = "actor";
   const since = el("input"); since.type = "datetime-local"; since.id = "runs-since"; since.name = "since"; since.step = "1";
   const until = el("input"); until.type = "datetime-local"; until.id = "runs-until"; until.name = "until"; until.step = "1";
@@ -35,12 +36,21 @@ function build(panel) {
   const order = select("order", [["desc", "newest first / Z–A"], ["asc", "oldest first / A–Z"]]);
   form.append(field("Search", q), field("Status", status), field("Kind", kind), field("Actor", actor),
     field("Active since", since), field("Started before", until), field("Sort", sort), field("Order", order));
+  // The address bar's filters first: a copied link restores the list it showed.
+  const params = new URLSearchParams(window.location.search);
+  for (const k of FILTERS) if (params.get(k)) query[k] = params.get(k);
+  q.value = query.q; actor.value = query.actor; kind.value = query.kind; sort.value = query.sort; order.value = query.order;
+  if (query.status) { const o = el("option", query.status); o.value = query.status; status.append(o); status.value = query.status; }
+  const local = (iso) => { const d = new Date(iso); return isNaN(d) ? "" : new Date(d - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19); };
+  if (query.since) since.value = local(query.since);
+  if (query.until) until.value = local(query.until);
   const apply = () => {
     Object.assign(query, {
       q: q.value.trim(), status: status.value, kind: kind.value, actor: actor.value.trim(),
       since: since.value ? new Date(since.value).toISOString() : "", until: until.value ? new Date(until.value).toISOString() : "",
       sort: sort.value, order: order.value, offset: 0,
     });
+    setFilters({ ...query, sort: query.sort === "last_activity" ? "" : query.sort, order: query.order === "desc" ? "" : query.order });
     load().catch(() => {});
   };
   form.addEventListener("submit", (e) => { e.preventDefault(); apply(); });

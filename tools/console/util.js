@@ -67,13 +67,25 @@ export function link(href, text, cls) {
   return a;
 }
 
-// A time people can read: today's as 14:03:07, others with their date; the ISO value on hover.
+// A time people can read: today's as 14:03:07.123, another day's with its date; ISO on hover.
 export function when(value) {
   if (!value) return "";
   const d = new Date(value);
   const today = new Date().toDateString() === d.toDateString();
   const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
-  return today ? time : `${d.toLocaleDateString([], { year: "numeric", month: "short", day: "numeric" })} ${time}`;
+  const ms = `.${String(d.getMilliseconds()).padStart(3, "0")}`;
+  return today ? time + ms : `${d.toLocaleDateString([], { year: "numeric", month: "short", day: "numeric" })} ${time}${ms}`;
+}
+
+// A duration people can read: 850 ms, 12.3 s, 3 min 32 s, 2 h 5 min.
+export function duration(ms) {
+  if (ms === null || ms === undefined) return "";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  const whole = Math.round(s);
+  if (whole < 3600) return `${Math.floor(whole / 60)} min ${whole % 60} s`;
+  return `${Math.floor(whole / 3600)} h ${Math.floor((whole % 3600) / 60)} min`;
 }
 
 export function timeNode(value) {
@@ -99,14 +111,30 @@ export function idNode(id, href) {
   return wrap;
 }
 
-export function confirmDialog(text, extra) {
+// The styled confirm dialog: resolves true when confirmed. `okLabel` names the action.
+export function confirmDialog(text, extra, { okLabel = "Confirm", danger = false } = {}) {
   return new Promise((resolve) => {
     const dialog = $("confirm");
     $("confirm-text").textContent = text;
     $("confirm-extra").replaceChildren(...(extra ? [extra] : []));
+    const ok = $("confirm-ok");
+    ok.textContent = okLabel;
+    ok.className = danger ? "danger" : "primary";
     dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.returnValue = "";
     dialog.showModal();
   });
+}
+
+// A button that copies `text`, saying so.
+export function copyButton(text, label = "copy") {
+  const copy = el("button", label, "copy");
+  copy.type = "button";
+  copy.addEventListener("click", (event) => {
+    event.stopPropagation();
+    navigator.clipboard?.writeText(text).then(() => { copy.textContent = "copied"; }, () => { copy.textContent = "select it"; });
+  });
+  return copy;
 }
 
 export function runHref(runId, at) {

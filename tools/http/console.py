@@ -43,7 +43,7 @@ from .travel_reads import moment_seq
 from .wire import Endpoint, WireError, json_error, json_response, parse_object, read_body
 
 MEDIA = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-         ".css": "text/css; charset=utf-8"}  # fmt: skip
+         ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}  # fmt: skip
 PAGES = ("runs", "approvals", "events")  # /ui/<page>/<id>: the one page, routed in the browser
 MAX_EVENTS = 500
 OVERVIEW_PAGE = 200
@@ -81,6 +81,7 @@ class ConsoleRoutes:
             Route("/ui/logout", Endpoint(self.logout, ("POST",), json_error)),
             *(Route(f"/ui/{page}/{{rest:path}}", Endpoint(self.page, ("GET", "HEAD"))) for page in PAGES),
             Route("/ui/{name}", Endpoint(self.page, ("GET", "HEAD"))),
+            Route("/ui/{other:path}", Endpoint(self.missing, ("GET", "HEAD"))),
             get("/api/v1/console/me", self.me),
             get("/api/v1/console/overview", self.overview),
             get("/api/v1/console/runs", self.runs),
@@ -99,11 +100,21 @@ class ConsoleRoutes:
 
     async def page(self, request: Request) -> Response:
         name = request.path_params.get("name", "index.html")
+        status = 200
+        if "." not in name:  # a page the console does not have: its own 404 page, drawn by the page
+            name, status = "index.html", 404
         body = _static(name)
         if body is None:
             raise WireError(404, "404 page not found")
         media = MEDIA[name[name.rindex(".") :]]
-        return Response(body, media_type=media, headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
+        headers = {**SECURITY_HEADERS, "Cache-Control": "no-cache"}
+        return Response(body, status_code=status, media_type=media, headers=headers)
+
+    async def missing(self, request: Request) -> Response:
+        """A deeper path the console does not have: the page, which draws its 404, with a 404."""
+        body = _static("index.html") or b""
+        headers = {**SECURITY_HEADERS, "Cache-Control": "no-cache"}
+        return Response(body, status_code=404, media_type=MEDIA[".html"], headers=headers)
 
     async def login(self, request: Request) -> Response:
         """Trade an operator's token for a session: the cookie, and the CSRF secret in the body.
@@ -253,16 +264,27 @@ class ConsoleRoutes:
         status = chosen[-1].status if chosen else ""
         # What changed since: the same diff as `Views.diff` and `flightlog diff` (keyed by seq).
         since = views.diff("timeline", run_id, a=at, b=last) if at < last else None
-        approvals = [self._approval(a) for a in views.approval_history(at=at) if a.run_id == run_id]
-        header = run_header(self.system, run_id, run_records(self.system, run_id))
+        live = at >= last
+        # Live, the run's approvals are those of now: one requested after the run's last event
+        # (its permission request is recorded on the approval's stream) belongs here too.
+        history = views.approval_history() if live else views.approval_history(at=at)
+        approvals = [self._approval(a) for a in history if a.run_id == run_id]
+        records = run_records(self.system, run_id)
+        # The header is computed at the chosen moment: actors and last activity as they were then.
+        header = (
+            run_header(self.system, run_id, records)
+            if live
+            else run_header(self.system, run_id, [r for r in records if r.seq <= at], at)
+        )
         return {
             "run_id": run_id,
             "kind": kind,
             "header": header,
             "seqs": seqs,
             "at": at,
-            "live": at >= last,
-            "status": status,
+            "live": live,
+            "before_start": at < seqs[0],
+            "status": status or ("not started" if at < seqs[0] else ""),
             "moment": views.moment(at) if at else None,
             "entries": [e.to_dict() for e in then],
             "approvals": approvals,

@@ -19,6 +19,7 @@ from projections import AgentRun, FinishStatus, RunRow
 KINDS = ("broker", "agent")
 SORTS = ("last_activity", "started", "title", "status", "kind")
 MAX_LIMIT = 200
+PAYLOAD_HITS = 500  # the newest records whose payload matches a search, at most
 
 
 class QueryError(ValueError):
@@ -169,10 +170,25 @@ class RunIndex:
     def query(self, query: RunsQuery) -> dict[str, Any]:
         self.rows()
         ordered, statuses = self._sorted(query.sort, query.descending)
-        hits = [r for r in ordered if _matches(r, query)]
+        found = self._payload_runs(query.q) if query.q else frozenset()
+        hits = [
+            r
+            for r in ordered
+            if _matches(r, query) or (r["run_id"] in found and _matches(r, query, text=False))
+        ]
         page = hits[query.offset : query.offset + query.limit]
         return {"total": len(hits), "offset": query.offset, "limit": query.limit, "runs": page,
                 "statuses": statuses}  # fmt: skip
+
+    def _payload_runs(self, text: str) -> frozenset[str]:
+        """The runs whose events' payloads hold `text`: the log scans the payload text (newest
+        records first, up to PAYLOAD_HITS of them); no payload is kept here."""
+        log = self.system.log
+        runs = set()
+        for seq in log.seqs_containing(text, PAYLOAD_HITS):
+            for r in log.read_all(after_seq=seq - 1, to_seq=seq):
+                runs.add(event_run_id(self.system, r))
+        return frozenset(runs - {""})
 
 
 def _row(
@@ -194,7 +210,7 @@ def _row(
     }
 
 
-def _matches(r: dict[str, Any], q: RunsQuery) -> bool:
+def _matches(r: dict[str, Any], q: RunsQuery, *, text: bool = True) -> bool:
     if q.kind and r["kind"] != q.kind:
         return False
     if q.status and r["status"] != q.status:
@@ -206,7 +222,7 @@ def _matches(r: dict[str, Any], q: RunsQuery) -> bool:
         return False
     if q.until is not None and (r["started_at"] is None or r["started_at"] > q.until):
         return False
-    if q.q:
+    if q.q and text:
         hay = f"{r['run_id']}\n{r['title']}\n{r['summary']}".lower()
         if q.q not in hay:
             return False
@@ -256,12 +272,19 @@ def event_run_id(system: System, r: Record) -> str:
     return ""
 
 
-def run_header(system: System, run_id: str, records: list[Record]) -> dict[str, Any]:
-    """A run page's header: kind, status, started, last activity, actors, and its provenance."""
+def run_header(system: System, run_id: str, records: list[Record], at: int | None = None) -> dict[str, Any]:
+    """A run page's header: kind, status, started, last activity, actors, and its provenance;
+    with `at`, as they were then (`records` being the run's records up to it)."""
     views = system.views
     agent = views.agent_run(run_id)
     actors = {e["actor"] for e in map(event_json, records) if e["actor"]}
-    actors.update(views.approval_actors(run_id))
+    if at is None:
+        actors.update(views.approval_actors(run_id))
+    else:
+        for a in views.approval_history(at=at):
+            if a.run_id == run_id:
+                actors.update(name for name in (*a.votes, a.actor) if name)
+    # Forks are listed as of now even at a past moment: they are the way to the runs made from it.
     forks = [
         {"run_id": r.run_id, "fork_seq": r.fork_seq, "title": r.title}
         for r in views.agent_runs()
@@ -302,5 +325,5 @@ def voters(system: System, approval_id: str) -> list[dict[str, Any]]:
             continue
         vote = {"actor": d["actor"], "identity": d["identity"], "decision": d.get("decision", "approve")}
         if vote not in [{k: v[k] for k in vote} for v in out]:  # a deciding vote is recorded twice
-            out.append({**vote, "at": d["at"]})
+            out.append({**vote, "at": d["at"], "reason": str((r.meta or {}).get("reason") or "")})
     return out

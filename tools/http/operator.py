@@ -58,6 +58,7 @@ from .wire import (
 )
 
 _HASH = re.compile(r"[0-9a-f]{64}")
+MAX_REASON = 500  # characters of a decision's reason, kept in the record's meta
 
 
 class OperatorRoutes:
@@ -159,6 +160,12 @@ class OperatorRoutes:
                 "each operator decides with their own credential (omit actor)",
             )
         actor, identity = operator.name, operator.credential_id
+        try:
+            reason = string_field(body, "reason").strip()
+        except WireError:
+            raise WireError(400, "reason must be a string") from None
+        if len(reason) > MAX_REASON:
+            raise WireError(413, f"reason is longer than {MAX_REASON} characters")
         if not operator.may(DECIDE):
             role = operator.role
             why = f"operator {operator.name!r} ({identity}) has the role {role}, which may not decide"
@@ -171,7 +178,9 @@ class OperatorRoutes:
             raise WireError(403, f"forbidden: {why}")
         try:
             resolution = await run_in_threadpool(
-                lambda: self.system.approvals.resolve(approval_id, decision, actor, identity=identity)
+                lambda: self.system.approvals.resolve(
+                    approval_id, decision, actor, identity=identity, reason=reason
+                )
             )
         except QuorumPendingError as e:
             return json_response(
