@@ -19,10 +19,14 @@ ActorsError
 │   │   ├── AskInvalidError                 an ask without a message id (400; also ValueError)
 │   │   ├── AskNotFoundError                no pending ask with that id from that run (404; also LookupError)
 │   │   └── NotAskPartyError                the caller is not the ask's target, or not its sender (403)
-│   ├── ControlQueueFullError           the run's control queue is at its bound (HTTP 429)
+│   ├── ControlQueueFullError           the run's queue holds as many messages from runs as it may (HTTP 429)
+│   │   └── ControlQueueShareError          the sending run holds its share of that queue (HTTP 429)
 │   ├── OperatorOnlyError               a run tried what only an operator may do (HTTP 403)
 │   ├── PermissionConflictError         a request id re-filed with other content (HTTP 409)
 │   ├── PermissionNotFoundError         an answer to a request never filed (also LookupError; HTTP 404)
+│   ├── QuotaExceededError              a run went over one of its quotas; nothing was recorded
+│   │   ├── TooLargeError                   a field longer than its bound (HTTP 413)
+│   │   └── TooManyError                    too many open, or too fast (HTTP 429; .retry_after)
 │   ├── RunAlreadyRegisteredError       create_run or /register on an existing run (HTTP 409)
 │   │   └── RunRevokedError                 the run's token was revoked: only a re-key revives it
 │   ├── RunNotEnrolledError             /register of a run no operator created (also PermissionError; 403)
@@ -390,12 +394,49 @@ class RunNotEnrolledError(BrokerError, PermissionError):
 
 
 class ControlQueueFullError(BrokerError):
-    """Raised when a run's undelivered control queue is at its bound; nothing was queued."""
+    """Raised when a run's queue holds as many undelivered messages from runs as it may; nothing was queued.
+
+    Operator control is never refused for it: it has a lane of its own.
+    """
 
     def __init__(self, run_id: str, limit: int) -> None:
         super().__init__(f"control queue of run {run_id} is full ({limit} undelivered messages)")
         self.run_id = run_id
         self.limit = limit
+
+
+class ControlQueueShareError(ControlQueueFullError):
+    """Raised when the sending run already holds its share of another run's queue; nothing was queued."""
+
+    def __init__(self, run_id: str, sender: str, share: int) -> None:
+        BrokerError.__init__(
+            self,
+            f"run {sender} holds its share of the control queue of run {run_id} ({share} undelivered "
+            f"messages): wait until {run_id} takes them",
+        )
+        self.run_id = run_id
+        self.limit = share
+        self.sender = sender
+
+
+class QuotaExceededError(BrokerError):
+    """Raised when a run goes over one of its quotas (see `actors.Quotas`); nothing was recorded."""
+
+
+class TooLargeError(QuotaExceededError):
+    """Raised when a field a principal sent is longer than its bound (HTTP 413)."""
+
+
+class TooManyError(QuotaExceededError):
+    """Raised when a run has too many of something open, or writes too fast (HTTP 429).
+
+    `retry_after` is the seconds after which trying again may succeed (None: not by waiting
+    alone, something must close first).
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class OperatorOnlyError(BrokerError, PermissionError):

@@ -31,6 +31,7 @@ from projections import RECENT_PERMISSIONS
 from .._aggregate import Decision
 from .._errors import (
     ControlQueueFullError,
+    ControlQueueShareError,
     RunAlreadyRegisteredError,
     RunNotEnrolledError,
     RunNotFoundError,
@@ -106,8 +107,15 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True)
 class QueueControl:
+    """Queue a message: one between runs is bounded by `limit` in all and `share` per sending run.
+
+    Operator control (and the system's own notices) has its own lane: no bound refuses it, so
+    traffic between runs can never keep the operator from stopping a run.
+    """
+
     message: ControlMessage
-    limit: int
+    limit: int  # messages between runs the queue may hold (0: no bound)
+    share: int = 0  # of those, how many from one sending run (0: no bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +209,11 @@ def decide(state: RunState, c: object, now: datetime) -> Decision:
     if isinstance(c, UpdateInfo):
         return Decision([RunInfoUpdated(rid, c.label, c.backend, c.model, c.dir, c.status, now)])
     if isinstance(c, QueueControl):
-        if c.limit and len(state.queue) >= c.limit:
-            return Decision(error=ControlQueueFullError(rid, c.limit))
         m = c.message
+        if between_runs(m) and (c.limit or c.share):
+            error = _over_bound(state.queue, rid, m.from_run_id, c)
+            if error is not None:
+                return Decision(error=error)
         return Decision([ControlQueued(rid, m.id, m.type, m.from_run_id, m.payload, now, m.sent_by)])
     if isinstance(c, TakeControl):
         if not state.queue:
@@ -232,6 +242,27 @@ def decide(state: RunState, c: object, now: datetime) -> Decision:
         notice = ControlQueued(rid, c.approval_id or make_token(), "permission_decision", "", payload, now)
         return Decision([decided, notice])
     raise TypeError(f"unknown run command {type(c).__name__}")
+
+
+def between_runs(m: ControlMessage) -> bool:
+    """Whether a queued message is one run's to another (not an operator's nor the system's)."""
+    return bool(m.from_run_id) and not m.sent_by
+
+
+def _over_bound(
+    queue: tuple[ControlMessage, ...], rid: str, sender: str, c: QueueControl
+) -> ControlQueueFullError | None:
+    """Why the run's queue refuses one more message from `sender`, or None."""
+    total = mine = 0
+    for queued in queue:
+        if between_runs(queued):
+            total += 1
+            mine += queued.from_run_id == sender
+    if c.limit and total >= c.limit:
+        return ControlQueueFullError(rid, c.limit)
+    if c.share and mine >= c.share:
+        return ControlQueueShareError(rid, sender, c.share)
+    return None
 
 
 def evolve(state: RunState, e: Event) -> RunState:

@@ -12,6 +12,7 @@ from actors import (
     Broker,
     ControlMessage,
     ControlQueueFullError,
+    ControlQueueShareError,
     OperatorOnlyError,
     RunNotFoundError,
     System,
@@ -178,32 +179,43 @@ def test_send_to_an_unknown_target_is_an_error(broker: Broker) -> None:
 # -- the queue bound ---------------------------------------------------------------------------
 
 
-def test_a_full_queue_refuses_pushes(system: System) -> None:
+def test_a_full_queue_refuses_messages_from_runs_never_the_operator(system: System) -> None:
     broker = system.broker
     broker.queue_limit = 2
     broker.create_run("r1")
-    broker.send("r1", "steer", "{}", "m1")
-    broker.send("r1", "steer", "{}", "m2")
+    broker.send_to("x", "r1", "note", "{}", "m1")
+    broker.send_to("y", "r1", "note", "{}", "m2")
     head = system.log.head()
     with pytest.raises(ControlQueueFullError):
-        broker.send("r1", "steer", "{}", "m3")
-    with pytest.raises(ControlQueueFullError):
-        broker.push_control("r1", message("m4"))
-    with pytest.raises(ControlQueueFullError):
-        broker.send_to("x", "r1", "agent_message", "{}")
+        broker.send_to("z", "r1", "note", "{}", "m3")
     assert system.log.head() == head  # nothing queued
-    assert [m.id for m in broker.take_control("r1")] == ["m1", "m2"]
-    broker.send("r1", "steer", "{}", "m5")  # room again once delivered
+    # The operator's lane: a full queue of other runs' messages never keeps control out.
+    broker.send("r1", "steer", "{}", "o1")
+    broker.push_control("r1", ControlMessage("o2", "stop", "r1", "", None, sent_by="ada (c1)"))
+    assert [m.id for m in broker.take_control("r1")] == ["m1", "m2", "o1", "o2"]
+    broker.send_to("z", "r1", "note", "{}", "m5")  # room again once delivered
     assert [m.id for m in broker.take_control("r1")] == ["m5"]
+
+
+def test_each_sending_run_has_a_share_of_the_queue(system: System) -> None:
+    broker = system.broker
+    broker.queue_limit = 8  # a quarter each by default: 2
+    broker.create_run("r1")
+    broker.send_to("x", "r1", "note", "{}", "x1")
+    broker.send_to("x", "r1", "note", "{}", "x2")
+    with pytest.raises(ControlQueueShareError, match="run x holds its share"):
+        broker.send_to("x", "r1", "note", "{}", "x3")
+    broker.send_to("y", "r1", "note", "{}", "y1")  # another sender is unaffected
+    assert [m.id for m in broker.take_control("r1")] == ["x1", "x2", "y1"]
 
 
 def test_queue_limit_given_to_the_constructor(system: System, clock: ManualClock) -> None:
     broker = Broker(system.log, clock, system.approvals, system.views, queue_limit=1)
     try:
         broker.create_run("r1")
-        broker.send("r1", "steer", "{}", "m1")
+        broker.send_to("x", "r1", "note", "{}", "m1")
         with pytest.raises(ControlQueueFullError):
-            broker.send("r1", "steer", "{}", "m2")
+            broker.send_to("y", "r1", "note", "{}", "m2")
         view = broker.get_run("r1")
         assert view is not None
         assert [m.id for m in view.control_queue] == ["m1"]
@@ -214,9 +226,9 @@ def test_queue_limit_given_to_the_constructor(system: System, clock: ManualClock
 def test_a_full_queue_error_names_no_token(broker: Broker) -> None:
     token = broker.create_run("r1")
     broker.queue_limit = 1
-    broker.send("r1", "steer", "{}")
+    broker.send_to("x", "r1", "note", "{}")
     with pytest.raises(ControlQueueFullError) as caught:
-        broker.send("r1", "steer", "{}")
+        broker.send_to("y", "r1", "note", "{}")
     assert token not in str(caught.value)
     assert "r1" in str(caught.value)
 

@@ -10,7 +10,13 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from actors import ControlMessage, ControlQueueFullError, RunAlreadyRegisteredError, RunNotFoundError
+from actors import (
+    ControlMessage,
+    ControlQueueFullError,
+    ControlQueueShareError,
+    RunAlreadyRegisteredError,
+    RunNotFoundError,
+)
 from actors.broker.run_decider import (
     DeleteRun,
     Heartbeat,
@@ -171,16 +177,52 @@ def test_queueing_stamps_now_over_the_messages_time() -> None:
     )
 
 
-def test_a_full_queue_refuses() -> None:
-    given(REGISTERED, queued("a"), queued("b")).when(
-        QueueControl(ControlMessage("c", "steer", RID), 2)
+def sent(id: str, by: str) -> ControlQueued:
+    """A message run `by` sent to RID (between runs: no operator)."""
+    return ControlQueued(RID, id, "note", by, "{}", EARLIER)
+
+
+def test_a_full_queue_refuses_a_message_between_runs() -> None:
+    given(REGISTERED, sent("a", "x"), sent("b", "y")).when(
+        QueueControl(ControlMessage("c", "note", RID, "z"), 2)
     ).then_error(ControlQueueFullError, "control queue of run r1 is full (2 undelivered messages)")
 
 
+def test_operator_control_is_never_refused_by_a_full_queue() -> None:
+    # The queue is full of other runs' messages, and of the operator's own: the operator's
+    # stop still gets in (its lane is not bounded by traffic between runs).
+    history = (REGISTERED, sent("a", "x"), sent("b", "y"), queued("o1"), queued("o2"))
+    given(*history).when(QueueControl(ControlMessage("stop", "stop", RID, sent_by="ada (c1)"), 2, 1)).then(
+        ControlQueued(RID, "stop", "stop", "", None, NOW, "ada (c1)")
+    )
+    given(*history).when(QueueControl(ControlMessage("s2", "abort", RID), 2, 1)).then(
+        ControlQueued(RID, "s2", "abort", "", None, NOW)
+    )
+
+
+def test_permission_notices_do_not_fill_the_queue_of_messages_between_runs() -> None:
+    notices = (ControlQueued(RID, f"n{i}", "permission_decision", "", "{}", EARLIER) for i in range(5))
+    given(REGISTERED, *notices).when(QueueControl(ControlMessage("c", "note", RID, "x"), 2)).then(
+        ControlQueued(RID, "c", "note", "x", None, NOW)
+    )
+
+
+def test_a_sender_over_its_share_is_refused_and_others_are_not() -> None:
+    history = (REGISTERED, sent("a", "x"), sent("b", "x"))
+    given(*history).when(QueueControl(ControlMessage("c", "note", RID, "x"), 10, 2)).then_error(
+        ControlQueueShareError,
+        "run x holds its share of the control queue of run r1 (2 undelivered messages): "
+        "wait until r1 takes them",
+    )
+    given(*history).when(QueueControl(ControlMessage("c", "note", RID, "y"), 10, 2)).then(
+        ControlQueued(RID, "c", "note", "y", None, NOW)
+    )
+
+
 def test_delivered_messages_free_their_room() -> None:
-    history = (REGISTERED, queued("a"), queued("b"), ControlDelivered(RID, ("a", "b"), EARLIER))
-    given(*history).when(QueueControl(ControlMessage("c", "steer", RID), 2)).then(
-        ControlQueued(RID, "c", "steer", "", None, NOW)
+    history = (REGISTERED, sent("a", "x"), sent("b", "x"), ControlDelivered(RID, ("a", "b"), EARLIER))
+    given(*history).when(QueueControl(ControlMessage("c", "note", RID, "x"), 2, 2)).then(
+        ControlQueued(RID, "c", "note", "x", None, NOW)
     )
 
 

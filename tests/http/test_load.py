@@ -51,7 +51,17 @@ def served(tmp_path, nofile):
     """A server (started after the limit was raised: it inherits it) and its operator token."""
     token = secrets.token_hex(16)
     db = tmp_path / "load.db"
-    server = ServerProcess(str(db), token, ("--queue-limit", str(QUEUE_LIMIT)))
+    # Reporters report as fast as the server answers: no write rate bounds them here. One
+    # sender may fill the whole bounded queue.
+    options = (
+        "--queue-limit",
+        str(QUEUE_LIMIT),
+        "--queue-share",
+        str(QUEUE_LIMIT),
+        "--events-per-second",
+        "0",
+    )
+    server = ServerProcess(str(db), token, options)
     yield server, token, db
     server.close()
 
@@ -149,14 +159,17 @@ async def drive(port: int, operator_token: str) -> Load:
 
 
 async def bounded_queue(url: str, operator_token: str) -> None:
-    """Past the bound, a push is refused with 429; nothing is appended, nothing queued is lost."""
+    """Past the bound, a message from a run is refused with 429; nothing is appended, nothing
+    queued is lost, and the operator's control still gets in."""
     operator = {"Authorization": f"Bearer {operator_token}"}
     async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
         token = (await client.post("/register", json={"run_id": "bounded"})).json()["token"]
+        sender = (await client.post("/register", json={"run_id": "sender"})).json()["token"]
 
         async def push(message_id: str) -> httpx.Response:
-            body = {"id": message_id, "type": "steer", "run_id": "bounded"}
-            return await client.post("/push-control", json=body, headers=operator)
+            body = {"run_id": "sender", "token": sender, "from_run_id": "sender", "to_run_id": "bounded",
+                    "type": "note", "payload": {"id": message_id}}  # fmt: skip
+            return await client.post("/send", json=body)
 
         async def logged() -> int:
             verified = (await client.get("/api/v1/verify", headers=operator)).json()
@@ -170,10 +183,15 @@ async def bounded_queue(url: str, operator_token: str) -> None:
             refused = await push(f"over{i}")
             assert refused.status_code == 429, refused.text
         assert await logged() == before  # no event for any refused push
+        stop = {"id": "stop", "type": "stop", "run_id": "bounded"}
+        assert (await client.post("/push-control", json=stop, headers=operator)).json() == {"queued": True}
         detail = (await client.get("/api/v1/runs/bounded", headers=operator)).json()
-        assert [m["id"] for m in detail["control_queue"]] == [f"b{i}" for i in range(QUEUE_LIMIT)]
+        sent = [orjson.loads(m["payload"])["id"] if isinstance(m["payload"], str) else m["payload"]["id"]
+                for m in detail["control_queue"][:-1]]  # fmt: skip
+        assert sent == [f"b{i}" for i in range(QUEUE_LIMIT)]
         polled = (await client.post("/poll-control", json={"run_id": "bounded", "token": token})).json()
-        assert [m["id"] for m in polled] == [f"b{i}" for i in range(QUEUE_LIMIT)]
+        assert [m["payload"]["id"] for m in polled[:-1]] == [f"b{i}" for i in range(QUEUE_LIMIT)]
+        assert polled[-1]["type"] == "stop"
         assert (await push("after")).json() == {"queued": True}  # drained: room again
 
 

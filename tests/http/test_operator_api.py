@@ -133,9 +133,9 @@ def test_operator_control_errors(client, register, system):
     assert client.post("/api/v1/runs/a/control", content=b"{", headers=OPERATOR).status_code == 400
     missing = client.post("/api/v1/runs/ghost/control", json={"type": "t"}, headers=OPERATOR)
     assert (missing.status_code, missing.json()) == (404, {"error": "run not found"})
-    system.broker.queue_limit = 1
+    system.broker.queue_limit = 1  # bounds messages between runs: the operator's lane is not bounded
     assert client.post("/api/v1/runs/a/control", json={"type": "t"}, headers=OPERATOR).status_code == 200
-    assert client.post("/api/v1/runs/a/control", json={"type": "t"}, headers=OPERATOR).status_code == 429
+    assert client.post("/api/v1/runs/a/control", json={"type": "t"}, headers=OPERATOR).status_code == 200
 
 
 # -- approvals ------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from actors import ControlMessage
+from actors import ControlMessage, Quotas
 
 from .conftest import BOOTSTRAP, HEX32, OPERATOR, assert_json, credential_id, head, text
 
@@ -169,15 +169,26 @@ def test_push_control_bad_created_at_is_400(client, register):
     assert client.post("/push-control", json=body, headers=OPERATOR).status_code == 400
 
 
-def test_push_control_on_a_full_queue_is_429(client, register, system):
-    register("a")
+def test_push_control_is_never_refused_for_a_queue_full_of_messages_from_runs(client, register, system):
+    a, b = register("a"), register("b")
     system.broker.queue_limit = 2
-    for i in range(2):
-        client.post("/push-control", json={"id": f"m{i}", "type": "t", "run_id": "a"}, headers=OPERATOR)
+    system.broker.set_quotas(Quotas(queue_share=2))
+    body = {"run_id": "b", "token": b, "from_run_id": "b", "to_run_id": "a", "type": "note"}
+    for _ in range(2):
+        assert client.post("/send", json=body).status_code == 200
     before = head(system)
-    response = client.post("/push-control", json={"id": "m2", "type": "t", "run_id": "a"}, headers=OPERATOR)
-    assert response.status_code == 429
+    refused = client.post("/send", json=body)
+    assert (refused.status_code, refused.text) == (
+        429,
+        "control queue of run a is full (2 undelivered messages)\n",
+    )
     assert head(system) == before
+    response = client.post(
+        "/push-control", json={"id": "m2", "type": "abort", "run_id": "a"}, headers=OPERATOR
+    )
+    assert response.json() == {"queued": True}
+    polled = client.post("/poll-control", json={"run_id": "a", "token": a}).json()
+    assert [m["type"] for m in polled] == ["note", "note", "abort"]
 
 
 def test_push_control_without_an_operator_token_takes_run_credentials(make_client, system):
