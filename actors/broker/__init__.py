@@ -37,6 +37,8 @@ from .model import (
     token_digest,
 )
 from .permissions import tool_risk
+from .quotas import Buckets, Quotas
+from .view import RunPage
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",
@@ -51,15 +53,18 @@ __all__ = [
     "AgentMessage",
     "AskOutcome",
     "Broker",
+    "Buckets",
     "ControlMessage",
     "Envelope",
     "Finish",
     "GateStatus",
     "Gates",
     "PermissionState",
+    "Quotas",
     "Recorder",
     "Reply",
     "Report",
+    "RunPage",
     "RunView",
     "enrich_stop_reason",
     "make_token",

@@ -15,7 +15,7 @@ from eventlog import Event
 from eventlog.events import AskAnswered, AskCancelled, AskReplyTaken, AskSent, AskTimedOut, AskWithdrawn
 
 from .._aggregate import Decision
-from .._errors import AskConflictError, AskInvalidError, AskNotFoundError, NotAskPartyError
+from .._errors import AskConflictError, AskInvalidError, AskNotFoundError, NotAskPartyError, TooManyError
 
 # Closures a run's state remembers for waiters (message id, sent at, how it ended).
 REMEMBERED_CLOSURES = 64
@@ -57,6 +57,7 @@ class OpenAsk:
     to_run_id: str
     payload: str | None
     deadline: datetime
+    limit: int = 0  # asks the run may have open at once (0: no bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,13 @@ def decide_ask(asks: tuple[AskEdge, ...], run_id: str, c: object, now: datetime)
             return Decision(error=AskInvalidError("expects_reply requires a message id"))
         if find(asks, c.message_id) is not None:
             return Decision(error=AskConflictError("message id already in use"))
+        if c.limit and len(asks) >= c.limit:
+            return Decision(
+                error=TooManyError(
+                    f"run {run_id} has {c.limit} asks waiting for replies, as many as it may: "
+                    "collect, cancel or wait out one"
+                )
+            )
         return Decision([AskSent(run_id, c.message_id, c.to_run_id, c.payload, c.deadline, now)])
     edge = find(asks, getattr(c, "message_id", ""))
     if isinstance(c, AnswerAsk):

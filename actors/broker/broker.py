@@ -44,6 +44,7 @@ from .model import (
 )
 from .parking import Parking
 from .permissions import PermissionRelay
+from .quotas import Buckets, Quotas
 from .run_actor import RunActor, Take
 from .run_decider import (
     TOKEN_CHANGES,
@@ -58,7 +59,7 @@ from .run_decider import (
     RevokeToken,
     RunState,
 )
-from .view import fold_run_view
+from .view import RunPage, fold_run_page, fold_run_view
 from .writer import RunWriter
 
 # Undelivered control messages a run may hold before pushes are refused (HTTP 429).
@@ -78,6 +79,7 @@ class Broker(PermissionRelay, HotPath):
         queue_limit: int = DEFAULT_QUEUE_LIMIT,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         operator_decides: str = "high",
+        quotas: Quotas | None = None,
     ) -> None:
         needs_operator("high", operator_decides)  # refuses an unknown policy
         self.log = log
@@ -85,6 +87,7 @@ class Broker(PermissionRelay, HotPath):
         self.clock = clock
         self.approvals = approvals
         self.queue_limit = queue_limit
+        self.set_quotas(quotas or Quotas())
         # Which relayed permission requests only an operator decides (approvals.OPERATOR_DECIDES).
         self.operator_decides = operator_decides
         # The states the run actors and the writer have reached (their own appends included):
@@ -100,7 +103,9 @@ class Broker(PermissionRelay, HotPath):
             clock,
         )
         self._parking = Parking()
-        self._writer = RunWriter(log, clock, self._known, self._written, self._parking)
+        self._writer = RunWriter(
+            log, clock, self._known, self._written, self._parking, admit=self.admit_write
+        )
         self._issued: dict[str, str] = {}  # run id -> raw token, for tokens issued here
         self._lock = threading.Lock()
         self._listeners: dict[str, set[Callable[[], object]]] = {}
@@ -211,6 +216,13 @@ class Broker(PermissionRelay, HotPath):
             return None
         return fold_run_view(self.log.read(f"run-{run_id}"))
 
+    def get_run_page(self, run_id: str, limit: int, before: int | None = None) -> RunPage | None:
+        """The run with one page of its history: the newest `limit` reports, finishes, replies
+        and permission requests recorded before seq `before` (see `RunPage`); None if absent."""
+        if not _storable(run_id):
+            return None
+        return fold_run_page(self.log.read(f"run-{run_id}"), limit, before)
+
     def exists(self, run_id: str) -> bool:
         state = self._state(run_id)
         return state.exists
@@ -243,11 +255,48 @@ class Broker(PermissionRelay, HotPath):
         state = self._state(run_id)
         return state.last_finish_status if state.exists else ""
 
+    # -- quotas ----------------------------------------------------------------------------
+
+    def set_quotas(self, quotas: Quotas) -> None:
+        """Bound each run's traffic by `quotas` from now on (its write rate starts afresh)."""
+        self.quotas = quotas
+        self.buckets = Buckets(quotas.events_per_second, quotas.burst)
+
+    def charge(
+        self, run_id: str, what: str, texts: tuple[tuple[str, str], ...] = (), payload: str | None = None
+    ) -> None:
+        """Admit one write of an authenticated run: its fields within their sizes (TooLargeError),
+        then a token of its bucket (TooManyError)."""
+        self.quotas.check_payload(what, payload)
+        self.quotas.check_texts(what, texts)
+        self.buckets.take(run_id)
+
+    def admit_write(self, run_id: str, command: object) -> None:
+        """`charge` for a write of the hot path (a report, finish, reply or heartbeat)."""
+        if isinstance(command, RecordReport):
+            self.charge(run_id, "report", (("state", command.state),), command.payload)
+        elif isinstance(command, RecordFinish):
+            files = "\n".join(command.files_changed)
+            texts = (("status", command.status), ("summary", command.summary), ("files_changed", files))
+            self.charge(run_id, "finish", texts, command.payload)
+        elif isinstance(command, RecordReply):
+            self.charge(run_id, "reply", (("to", command.to),), command.payload)
+        elif isinstance(command, Heartbeat):
+            self.charge(run_id, "heartbeat")
+
+    def queue_bound(self, message: ControlMessage) -> QueueControl:
+        """The command queuing `message`, with the bounds of messages between runs."""
+        return QueueControl(message, self.queue_limit, self.quotas.share_of(self.queue_limit))
+
     # -- control messages ------------------------------------------------------------------
 
     def push_control(self, run_id: str, message: ControlMessage) -> ControlMessage:
-        """Queue a control message for a run (its created_at becomes now)."""
-        state, records = self._exec(run_id, QueueControl(message, self.queue_limit))
+        """Queue a control message for a run (its created_at becomes now).
+
+        A message from a run (`from_run_id`, no operator) is bounded by `queue_limit` and
+        the sender's share of it; operator control and the system's notices never are.
+        """
+        state, records = self._exec(run_id, self.queue_bound(message))
         return state.queue[-1] if records else message
 
     def send(self, run_id: str, kind: str, payload: Any, correlation_id: str = "") -> None:

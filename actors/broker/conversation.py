@@ -35,6 +35,7 @@ from .asks import (
     find,
 )
 from .model import raw_json
+from .quotas import Quotas
 from .run_decider import RunState, UpdateInfo
 
 
@@ -43,6 +44,7 @@ class RunActors(Protocol):
 
     clock: Clock
     views: Views
+    quotas: Quotas
 
     def exists(self, run_id: str) -> bool: ...
 
@@ -114,7 +116,8 @@ class Conversations:
                 to_run_id, from_run_id, fresh=True
             ):
                 raise AskConflictError("mutual ask refused")
-            state, _ = b.run_command(from_run_id, OpenAsk(message_id, to_run_id, raw, deadline))
+            limit = b.quotas.open_asks
+            state, _ = b.run_command(from_run_id, OpenAsk(message_id, to_run_id, raw, deadline, limit))
             edge = find(state.asks, message_id)
             assert edge is not None
             # Another process may have recorded the reverse ask meanwhile: look at the log.

@@ -50,6 +50,8 @@ class HotPath:
 
         def _signal(self, run_id: str) -> None: ...
 
+        def queue_bound(self, message: ControlMessage) -> QueueControl: ...
+
     def call_as_run(
         self, run_id: str, token: str, write: Report | Finish | Reply | None, done: Callable[[], object]
     ) -> HotCall | Ready | _Failed:
@@ -98,9 +100,7 @@ class HotPath:
         """
         if not self.admits(run_id, catch_up=False):
             return _Failed(RunNotFoundError(run_id), done)
-        return self._writer.submit(
-            HotCall(run_id, None, QueueControl(message, self.queue_limit), _nothing, done)
-        )
+        return self._writer.submit(HotCall(run_id, None, self.queue_bound(message), _nothing, done))
 
     def register_soon(
         self,

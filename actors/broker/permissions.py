@@ -16,7 +16,7 @@ import uuid
 from datetime import datetime
 
 from eventlog import Clock, Record
-from projections import Views
+from projections import ApprovalRow, Views
 
 from .._errors import (
     ApprovalExpiredError,
@@ -27,8 +27,10 @@ from .._errors import (
     PermissionNotFoundError,
     QuorumPendingError,
     RunNotFoundError,
+    TooManyError,
 )
 from ..approvals import ApprovalQueue, ApprovalRequest, needs_operator, payload_digest
+from .quotas import Quotas
 from .run_decider import RecordPermissionDecision, RequestPermission, RunState
 
 BEHAVIOR = {"approve": "allow", "reject": "deny", "expired": "deny", "withdrawn": "deny"}
@@ -47,6 +49,7 @@ class PermissionRelay:
     views: Views
     clock: Clock
     operator_decides: str
+    quotas: Quotas
 
     def exists(self, run_id: str) -> bool:
         raise NotImplementedError
@@ -89,6 +92,8 @@ class PermissionRelay:
         )
         if self._filed_before(run_id, request_id, approval_id, request):
             return approval_id
+        if file:
+            self._check_open(run_id)
         try:
             self.approvals.submit(request, requested_by=f"run:{run_id}", approval_id=approval_id)
         except ApprovalValidationError:
@@ -101,6 +106,24 @@ class PermissionRelay:
                 run_id, RequestPermission(request_id, tool_name, description, input_preview, approval_id)
             )
         return approval_id
+
+    def open_permissions(self, run_id: str) -> int:
+        """How many of the run's permission requests wait for a decision now."""
+
+        def count(live: dict[str, dict[str, ApprovalRow]]) -> int:
+            rows = live["pending_approvals"].values()
+            return sum(1 for row in rows if row.run_id == run_id and row.kind == "permission")
+
+        return self.views.runner.read_states(count)[1]
+
+    def _check_open(self, run_id: str) -> None:
+        """TooManyError if the run has as many requests waiting as it may (nothing is filed)."""
+        bound = self.quotas.open_permissions
+        if bound and self.open_permissions(run_id) >= bound:
+            raise TooManyError(
+                f"run {run_id} has {bound} permission requests waiting for a decision, as many as it "
+                "may: wait for a decision, or withdraw one"
+            )
 
     def _filed_before(self, run_id: str, request_id: str, approval_id: str, request: ApprovalRequest) -> bool:
         """Whether this request id was filed already with this content (PermissionConflictError

@@ -99,7 +99,9 @@ class Ready:
 class RunWriter:
     """The writer thread (see the module); it starts with the first call and stops at `close()`.
 
-    `on_written(run_id, records)` is called on the writer's thread after each commit of a run.
+    `on_written(run_id, records)` is called on the writer's thread after each commit of a run;
+    `admit(run_id, command)` before deciding a call made as the run (a poll's take excepted),
+    once: what it raises is the call's answer.
     """
 
     # How long a transaction waits at most for the callers of the last one (see _gather).
@@ -112,8 +114,11 @@ class RunWriter:
         known: KnownRuns,
         on_written: Callable[[str, list[Record]], object],
         parking: Parking | None = None,
+        admit: Callable[[str, object], object] | None = None,
     ) -> None:
         self.log = log
+        # Checks a run's own write (its fields, its rate) once its token is known good.
+        self.admit = admit
         self.parking = parking
         self.clock = clock
         self.known = known
@@ -259,6 +264,9 @@ class RunWriter:
         ):
             call.settle(REFUSED)
             return None
+        admitted = call.token_sha256 is None or call.attempts > 1 or isinstance(call.command, TakeControl)
+        if not admitted and self.admit is not None:
+            self.admit(call.run_id, call.command)
         decision = decide(state, call.command, now)
         if isinstance(call.command, QueueControl) and decision.events and decision.error is None:
             return known, self._hand_over(call, state, list(decision.events), now), None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from eventlog import NO_STREAM, NewEvent, Record, open_log
+from eventlog._recent import RecentCommits
 
 
 def _rows(log):
@@ -71,3 +72,20 @@ def test_the_window_keeps_only_consecutive_new_records():
         recent.add([rec(seq)])
     assert [r.seq for r in recent.after(18, None)] == [19]
     assert 4 <= len(recent._records) <= 8  # trimmed to `keep` now and then
+
+
+def test_the_window_of_recent_commits_is_bounded_in_bytes_not_only_in_records():
+    # Large records (a run's reports near their size bound) must not pin their payloads: the
+    # window keeps about KEEP_BYTES of them, whatever their number.
+    window = RecentCommits(keep=256, keep_bytes=100_000)
+    payload = "x" * 40_000
+    window.add(_record(seq, {"payload": payload}) for seq in range(1, 21))
+    kept = window.after(20 - len(window._records), None)
+    assert 0 < sum(len(r.data["payload"]) for r in kept) <= 2 * 100_000
+    assert [r.seq for r in kept] == list(range(21 - len(kept), 21))  # the newest, consecutive
+    window.add([_record(21, {"n": 1})])  # small records still fill it as before
+    assert window._records[-1].seq == 21
+
+
+def _record(seq: int, data: dict) -> Record:
+    return Record(seq, "s-a", seq, "X", 1, data, b"{}", f"e{seq}", 0, "", "")

@@ -21,6 +21,7 @@ from eventlog import EventLog, EventLogError, open_log
 
 from .._output import UsageFailure, err_console, progress
 from ..feeds import running_feeds
+from .limits import quota_options, quotas_given
 from .log_files import check_log_files
 from .token_file import TOKEN_ENV as TOKEN_ENV  # re-exported: the commands that reach a server read it here
 from .token_file import announce, default_path, keep_new_token, read_token, token_problem
@@ -228,7 +229,8 @@ def _new_operator_token_digest(db: str, token_file: str | None) -> str:
 @click.option(
     "--queue-limit",
     type=click.IntRange(1),
-    help="Undelivered control messages a run may hold; a push past it gets 429 (default: 1000).",
+    help="Undelivered messages from other runs a run may hold; one more gets 429 (default: 1000). "
+    "Operator control and approval notices have their own lane: never refused.",
 )
 @click.option(
     "--operator-decides",
@@ -297,6 +299,7 @@ def _new_operator_token_digest(db: str, token_file: str | None) -> str:
     show_default=True,
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
 )
+@quota_options
 def serve_cmd(
     db: str,
     token_file: str | None,
@@ -341,6 +344,11 @@ def serve_cmd(
     verification are deleted and stored anew, never shown. Either way the finding is printed
     and carried by every answer (the Flightlog-Tamper header) and the console's banner.
 
+    Limits: bodies are at most 1 MiB; each run's fields, write rate, open permission requests
+    and asks, and its share of another run's queue are bounded by the options below. Going over
+    one answers 413 (too big) or 429 (too many, too fast: with Retry-After when waiting helps)
+    and records nothing.
+
     \b
     Example:
       FLIGHTLOG_OPERATOR_TOKEN=... flightlog serve --db flightlog.db --port 8080
@@ -376,6 +384,7 @@ def serve_cmd(
             )
             if queue_limit is not None:
                 system.broker.queue_limit = queue_limit
+            system.broker.set_quotas(quotas_given())
             system.broker.operator_decides = operator_decides
             try:
                 if not stop:

@@ -50,7 +50,7 @@ from actors.broker import ORIGIN_SELF
 from actors.operators import CONTROL
 
 from .ask import AskRoutes
-from .calls import Answerable, answer, call, wait_unless_disconnected
+from .calls import Answerable, answer, call, refusals, wait_unless_disconnected
 from .principals import OperatorAuth, client_address
 from .wire import (
     Endpoint,
@@ -59,6 +59,7 @@ from .wire import (
     WireError,
     bearer_token,
     browser_guard,
+    cross_site_refusal,
     json_response,
     parse_object,
     raw_member,
@@ -78,6 +79,8 @@ MAX_TOKEN_LENGTH = 512
 POST = ("POST",)
 # What a run may say about itself at /register, for peer discovery (/sessions).
 PEER_FIELDS = ("label", "backend", "model", "dir", "status")
+# The text fields of a permission request, each bounded by `Quotas.text_bytes`.
+PERMISSION_TEXTS = ("request_id", "tool_name", "description", "input_preview", "risk")
 Body = dict[str, Any]
 OK = {"ok": True}
 QUEUED = {"queued": True}
@@ -116,7 +119,7 @@ class BrokerRoutes:
             return Route(path, Endpoint(browser_guard(handler), methods))
 
         return [
-            route("/health", self.health, None),
+            Route("/health", Endpoint(self.health, None)),  # any method and body (see health)
             route("/register", self.register),
             route("/heartbeat", self.heartbeat),
             route("/push-control", self.push_control),
@@ -195,6 +198,12 @@ class BrokerRoutes:
     # -- handlers ------------------------------------------------------------------------
 
     async def health(self, request: Request) -> Response:
+        """`ok` to any method with any body, as avenor's broker answers: it reads no body, so
+        only a cross-site Origin is refused (as everywhere), never a content type."""
+        headers = request.headers
+        refusal = cross_site_refusal("GET", headers.get("origin"), None, request.scope.get("server"))
+        if refusal is not None:
+            raise refusal
         return text_ok()
 
     async def register(self, request: Request) -> Response:
@@ -208,6 +217,8 @@ class BrokerRoutes:
                 400, f"invalid token: {MIN_TOKEN_LENGTH} to {MAX_TOKEN_LENGTH} printable ASCII characters"
             )
         info = {key: string_field(body, key) for key in PEER_FIELDS}
+        with refusals():
+            self.broker.quotas.check_peer_fields(info.items())  # before anything is recorded
         token = token or make_token()
         address, create = client_address(request), self.registration == OPEN
 
@@ -356,6 +367,8 @@ class BrokerRoutes:
 
     async def permission_request(self, request: Request) -> Response:
         body, _ = await self.authenticated(request)
+        texts = tuple((key, string_field(body, key)) for key in PERMISSION_TEXTS)
+        await call(self.broker.charge, string_field(body, "run_id"), "permission request", texts)
         relay = functools.partial(
             self.broker.permission_request,
             # flightlog's `risk` may raise the risk the tool's name implies, never lower it.
@@ -373,6 +386,11 @@ class BrokerRoutes:
 
     async def permission(self, request: Request) -> Response:
         body, _ = await self.authenticated(request)
+        texts = (
+            ("request_id", string_field(body, "request_id")),
+            ("behavior", string_field(body, "behavior")),
+        )
+        await call(self.broker.charge, string_field(body, "run_id"), "permission answer", texts)
         await call(
             self.broker.permission_decision,
             string_field(body, "run_id"),
@@ -394,6 +412,9 @@ class BrokerRoutes:
         if not await call(self.broker.authenticate, from_run_id, string_field(body, "token")):
             raise WireError(401, "unauthorized")
         payload = raw_member(raw, "payload")
+        await call(
+            self.broker.charge, from_run_id, "message", (("type", kind), ("to_run_id", to_run_id)), payload
+        )
         if kind == "agent_message":
             asked = await self.asks.send(body, from_run_id, to_run_id, payload)
             if asked is not None:

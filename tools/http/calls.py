@@ -26,6 +26,8 @@ from actors import (
     RunAlreadyRegisteredError,
     RunNotEnrolledError,
     RunNotFoundError,
+    TooLargeError,
+    TooManyError,
 )
 
 from .wire import WireError
@@ -75,6 +77,11 @@ def refusal(e: Exception, missing: tuple[int, str | None] = (404, "run not found
         return WireError(404, str(e))
     if isinstance(e, ControlQueueFullError):
         return WireError(429, str(e))
+    if isinstance(e, TooLargeError):
+        return WireError(413, str(e))
+    if isinstance(e, TooManyError):
+        wait = e.retry_after
+        return WireError(429, str(e), {"Retry-After": str(int(wait))} if wait is not None else None)
     if isinstance(e, ContentionError):
         return WireError(503, "busy: try again")
     return WireError(400, str(e))

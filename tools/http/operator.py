@@ -28,6 +28,7 @@ from actors import (
     ControlMessage,
     DuplicateVoteError,
     QuorumPendingError,
+    RunPage,
     RunView,
     System,
     make_token,
@@ -43,7 +44,7 @@ from .fork_routes import ForkRoutes
 from .integrity import Integrity
 from .operator_admin import OperatorAdminRoutes
 from .principals import Handler, Operator, OperatorAuth
-from .records import RecordRoutes
+from .records import MAX_WAIT, RecordRoutes
 from .run_admin import RunAdminRoutes
 from .views import ViewRoutes
 from .wire import (
@@ -64,9 +65,10 @@ MAX_REASON = 500  # characters of a decision's reason, kept in the record's meta
 class OperatorRoutes:
     """Handlers of the operator API over one System."""
 
-    def __init__(self, system: System, auth: OperatorAuth) -> None:
+    def __init__(self, system: System, auth: OperatorAuth, max_wait: float = MAX_WAIT) -> None:
         self.system = system
         self.auth = auth
+        self.max_wait = max_wait  # the longest a long poll of this API holds (seconds)
         self.forks = ForkRoutes(system)
         self.operators = OperatorAdminRoutes(system, auth)
 
@@ -79,7 +81,7 @@ class OperatorRoutes:
 
         return [
             *ViewRoutes(self.system, reads).routes(),  # before /runs/{run_id:path} takes them
-            *RecordRoutes(self.system, reads).routes(),
+            *RecordRoutes(self.system, reads, self.max_wait).routes(),
             *self.operators.routes(),
             *RunAdminRoutes(self.system, self.auth).routes(),  # before /runs/{run_id:path} takes them
             route("/api/v1/runs", "GET", self.runs, READ),
@@ -100,10 +102,12 @@ class OperatorRoutes:
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        view = await run_in_threadpool(self.system.broker.get_run, run_id)
-        if view is None:
+        limit = query_int(request, "limit", RUN_PAGE, 1, MAX_RUN_PAGE)
+        before = query_int(request, "before", None, 1, None)
+        page = await run_in_threadpool(self.system.broker.get_run_page, run_id, limit, before)
+        if page is None:
             raise WireError(404, "run not found")
-        return json_response(run_detail(view))
+        return json_response(run_detail(page, limit, before))
 
     async def push_control(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -264,6 +268,26 @@ def row_summary(row: RunRow, finish: FinishStatus | None) -> dict[str, Any]:
     }
 
 
+# Reports, finishes, replies and permission requests a run's detail shows by default (`?limit=`), at most.
+RUN_PAGE = 200
+MAX_RUN_PAGE = 1000
+
+
+def query_int(request: Request, name: str, default: int | None, low: int, high: int | None) -> Any:
+    """The query parameter `name` as an integer from `low` to `high` (400 otherwise), or `default`."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise WireError(400, f"{name} must be an integer") from None
+    if value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise WireError(400, f"{name} must be {bound}")
+    return value
+
+
 def run_summary(view: RunView) -> dict[str, Any]:
     """A run as the operator lists it: ids, times, queue depth and counts."""
     return {
@@ -279,10 +303,22 @@ def run_summary(view: RunView) -> dict[str, Any]:
     }
 
 
-def run_detail(view: RunView) -> dict[str, Any]:
-    """The summary plus who created the run, the queue, reports, finishes, replies and permission requests."""
+def run_detail(page: RunPage, limit: int, before: int | None) -> dict[str, Any]:
+    """The summary plus who created the run, the queue, and one page of its reports, finishes,
+    replies and permission requests (the newest `limit` before seq `before`; `page.next_before`
+    is the cursor to older ones)."""
+    view, counts = page.view, page.counts
     return {
-        **run_summary(view),
+        "run_id": view.run_id,
+        "registered_at": view.registered_at,
+        "last_seen": view.last_seen,
+        "queue_depth": len(view.control_queue),
+        "report_count": counts["RunReported"],
+        "finish_count": counts["RunFinished"],
+        "reply_count": counts["RunReplied"],
+        "permission_request_count": counts["PermissionRequested"],
+        "last_finish_status": page.last_finish_status,
+        "page": {"limit": limit, "before": before, "next_before": page.next_before},
         "origin": view.origin,
         "created_by": view.created_by,
         "created_by_credential": view.created_by_credential,
