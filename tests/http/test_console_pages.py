@@ -114,3 +114,12 @@ def test_the_overview_pages_pending_approvals_and_says_when_nothing_changed(serv
     same = client.get(f"/api/v1/console/overview?since={first['head']}").json()
     assert same["unchanged"] is True
     assert client.get("/api/v1/console/overview?after=x").status_code == 400
+
+
+def test_a_run_travelled_to_before_its_start_names_its_first_seq(served):
+    system, client = served
+    first = next(iter(system.log.read("run-long", 1, 1))).seq
+    page = _travel(client, f"?at={first - 1}") if first > 1 else _travel(client, "?at=0")
+    assert page["before_start"] is True
+    assert page["first_seq"] == first
+    assert page["entries"] == []

@@ -215,7 +215,7 @@ function render(t, tab, focus, events) {
     const back = link(runHref(t.run_id) + (tab === "events" ? "#events" : ""), "back to live");
     banner.dataset.state = t.before_start ? "before" : "past";
     banner.append(el("span", t.before_start
-      ? `Before this run started: at seq ${t.at}${t.moment ? ` (${when(t.moment)})` : ""} it did not exist yet; its first event is seq ${t.seqs[0]}. `
+      ? `Before this run started: at seq ${t.at}${t.moment ? ` (${when(t.moment)})` : ""} it did not exist yet; its first event is seq ${t.seqs ? t.seqs[0] : t.first_seq}. `
       : `Not live: this is the run as it was at seq ${t.at} (${when(t.moment)}). `), back);
   }
   const message = el("p", "", "error"); message.id = "run-message"; message.setAttribute("role", "alert");

@@ -91,6 +91,7 @@ def broker_travel(
         "kind": "broker",
         "header": header,
         "steps": now.version,
+        "first_seq": first.seq,
         "step": page.version,
         "at": at,
         "live": live,
