@@ -45,9 +45,9 @@ from .._output import (
     open_db,
     shown,
 )
-from .._private import open_private
 from .export_runs import export_part
 from .log import record_json
+from .outputs import refuse_log_file, replaced, written
 from .remote import server_option
 from .replay import progress_bar
 from .views_db import ViewsDatabaseError, view_tables, write_tables
@@ -173,9 +173,8 @@ def export_cmd(
         return
     if db is None:
         raise click.UsageError("give a database (DB) or --server URL")
-    for path, option in ((output, "--output"), (views_out, "--views")):
-        if path is not None and _same_file(path, db):
-            raise click.BadParameter("that is the database being exported", param_hint=option)
+    refuse_log_file(output, db, "--output")
+    refuse_log_file(views_out, db, "--views")
     log = open_db(db, readonly=True)
     summary: dict[str, Any] = {}
     try:
@@ -204,11 +203,11 @@ def _export_lines(
 ) -> dict[str, Any]:
     records = (r for r in log.read(stream) if r.seq > after) if stream else log.read_all(after_seq=after)
     count, first, last = 0, None, None
-    try:
-        sink = open_private(output) if output is not None else sys.stdout.buffer
-    except OSError as e:
-        raise UsageFailure(f"cannot write {output}: {e.strerror or e}") from e
-    try:
+    with contextlib.ExitStack() as stack:
+        try:
+            sink = stack.enter_context(written(output)) if output is not None else sys.stdout.buffer
+        except OSError as e:
+            raise UsageFailure(f"cannot write {output}: {e.strerror or e}") from e
         with progress_bar("exporting", head - after, False) as advance:
             for record in records:
                 sink.write(record_line(record))
@@ -218,9 +217,6 @@ def _export_lines(
                 if count % 10_000 == 0:
                     advance(record.seq - after, head - after)
         sink.flush()
-    finally:
-        if output is not None:
-            sink.close()
     return {"count": count, "first_seq": first, "last_seq": last, "file": output}
 
 
@@ -247,9 +243,12 @@ def _export_views(log: EventLog, out: str) -> dict[str, Any]:
         "source": log.url,
     }
     try:
-        names = write_tables(out, tables, meta)
+        with replaced(out, copy=True) as temp:
+            names = write_tables(temp, tables, meta, shown_as=out)
     except ViewsDatabaseError as e:
         raise click.BadParameter(str(e), param_hint="--views") from e
+    except OSError as e:
+        raise UsageFailure(f"cannot write {out}: {e.strerror or e}") from e
     return {"file": out, "seq": seq, "tables": {n: len(tables.get(n, [meta])) for n in names}, "chain": chain}
 
 

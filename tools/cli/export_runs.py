@@ -11,6 +11,7 @@ gives the same ids.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,9 +23,9 @@ from eventlog import EventLog, Record
 from projections.traces import trace_spans
 
 from .._output import UsageFailure, console, emit_json, open_db, shown
-from .._private import open_private
 from .._records import run_records, run_streams
 from ..feeds import OtelMissing, OtlpSender
+from .outputs import refuse_log_file, written
 from .remote import OperatorClient
 
 PAGE = 2000
@@ -61,6 +62,7 @@ def export_part(
         _summarise(_export(records, run_id, sender, output, line_of), output, as_json)
         return
     assert db is not None
+    refuse_log_file(output, db, "--output")
     log = open_db(db, readonly=True)
     try:
         records = _local_records(log, run_id, after)
@@ -115,21 +117,18 @@ def _export(
             raise click.ClickException(f"the collector at {sender.endpoint} did not take the spans")
         traces = len({s.trace_id for s in spans})
         return {"spans": len(spans), "traces": traces, "endpoint": sender.endpoint}
-    try:
-        sink = open_private(output) if output is not None else sys.stdout.buffer
-    except OSError as e:
-        raise UsageFailure(f"cannot write {output}: {e.strerror or e}") from e
     count, first, last = 0, None, None
-    try:
+    with contextlib.ExitStack() as stack:
+        try:
+            sink = stack.enter_context(written(output)) if output is not None else sys.stdout.buffer
+        except OSError as e:
+            raise UsageFailure(f"cannot write {output}: {e.strerror or e}") from e
         for record in records:
             sink.write(line_of(record))
             count += 1
             first = first or record.seq
             last = record.seq
         sink.flush()
-    finally:
-        if output is not None:
-            sink.close()
     return {"records": {"count": count, "first_seq": first, "last_seq": last, "file": output}}
 
 

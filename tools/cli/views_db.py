@@ -10,6 +10,7 @@ tables were written.
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
@@ -133,16 +134,35 @@ def _kind(value: Any) -> type:
     return float if isinstance(value, float) else str
 
 
-def write_tables(path: str, tables: Mapping[str, list[dict[str, Any]]], meta: dict[str, Any]) -> list[str]:
-    """Replace the view tables and `_meta` in the SQLite file at `path`; returns the table names."""
+def write_tables(
+    path: str,
+    tables: Mapping[str, list[dict[str, Any]]],
+    meta: dict[str, Any],
+    *,
+    shown_as: str | None = None,
+) -> list[str]:
+    """Replace the view tables and `_meta` in the SQLite file at `path`; returns the table names.
+
+    `shown_as` is the name errors give the file (`path` may be a temporary copy of it).
+    """
+    name = shown_as or path
     try:
         create_private(path)  # before SQLite makes it with the umask's mode
     except OSError as e:
-        raise ViewsDatabaseError(f"cannot write {path}: {e.strerror or e}") from e
+        raise ViewsDatabaseError(f"cannot write {name}: {e.strerror or e}") from e
+    try:
+        return _write_tables(path, name, tables, meta)
+    except sqlite3.DatabaseError as e:
+        raise ViewsDatabaseError(f"cannot write the views to {name}: {e}") from e
+
+
+def _write_tables(
+    path: str, name: str, tables: Mapping[str, list[dict[str, Any]]], meta: dict[str, Any]
+) -> list[str]:
     db = Database(path)
     try:
         if db["events"].exists():
-            raise ViewsDatabaseError(f"{path} holds an event log; write the views to another file")
+            raise ViewsDatabaseError(f"{name} holds an event log; write the views to another file")
         for name, rows in tables.items():
             keys = KEYS.get(name, ())
             columns = _columns(name, rows) or {"value": str}
