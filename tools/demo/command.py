@@ -26,6 +26,7 @@ from actors.operators import APPROVER, Credential
 
 from .._output import EXIT_INTERRUPTED, UsageFailure, console, err_console
 from .background import BackgroundServer
+from .claim import claimed
 
 POLICY = (
     "auto policy: approve the deployer's rollout command; reject any write under /etc; "
@@ -103,7 +104,10 @@ def register(cli: click.Group) -> None:
     help="0: any free port (also from $FLIGHTLOG_DEMO_PORT).",
 )
 @click.option("--auto", is_flag=True, help="Decide approvals by the stated policy, print the results, exit.")
-def demo_cmd(db: str, port: int, auto: bool) -> None:
+@click.option(
+    "--reset", is_flag=True, help="Replace the log DB holds with a new demo (without it, one is refused)."
+)
+def demo_cmd(db: str, port: int, auto: bool, reset: bool) -> None:
     """Run three agents against a fresh database, with the operator console at /ui/.
 
     Two external agents talk to the broker over HTTP (register, report, ask permission,
@@ -117,7 +121,9 @@ def demo_cmd(db: str, port: int, auto: bool) -> None:
     """
     path = Path(db)
     try:
-        _demo(path, port, auto)
+        # Before anything is removed: the port, other users of the file, a log it holds.
+        with claimed(path, port, reset=reset):
+            _demo(path, port, auto)
     except KeyboardInterrupt:
         # The agents (in this process group) got the same SIGINT and end quietly too.
         err_console.print(f"stopped; the log so far is in {path} (flightlog audit {path})")
