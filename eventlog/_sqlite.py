@@ -277,6 +277,18 @@ class SQLiteLog(SQLReads, EventLog):
 
     # -- the EventLog contract -------------------------------------------------------------
 
+    def checkpoint(self) -> None:
+        """Fold the -wal file into the database and truncate it, so a plain copy of the file
+        alone holds every commit (until the next append)."""
+        if self._memory or self.readonly:
+            return
+        self._check_open()
+        with self._conn_lock:
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except sqlite3.Error as e:
+                raise translate(e, self.path) from e
+
     def _write_batch(self, batch: list[AppendRequest]) -> None:
         if self.readonly:
             raise ReadOnlyDatabaseError(self.path, "opened read-only")

@@ -247,3 +247,32 @@ def test_old_schema_is_upcast_on_read(log):
     assert new.schema == 2
     assert eventlog.decode(old) == Renamed("Ada", "not recorded before schema 2")
     assert eventlog.decode(new) == Renamed("Grace Hopper", "married")
+
+
+# -- searching payloads, and a file whole by itself ---------------------------------------------
+
+
+def test_seqs_containing_finds_payload_text_newest_first_ignoring_case(log_factory):
+    log = log_factory()
+    log.append("deploy-1", [NewEvent("DeployRequested", {"cmd": "kubectl rollout restart deploy/web"})])
+    log.append("deploy-2", [NewEvent("DeployRequested", {"cmd": "echo hello"})])
+    log.append("deploy-3", [NewEvent("DeployRequested", {"note": "run KUBECTL again", "n": 3})])
+    assert log.seqs_containing("kubectl") == [3, 1]
+    assert log.seqs_containing("KubeCTL", limit=1) == [3]
+    assert log.seqs_containing("nothing like it") == []
+    assert log.seqs_containing("deploy-1") == []  # the data only: not the stream's name
+
+
+def test_a_checkpointed_log_file_is_whole_by_itself(backend, tmp_path, log_factory):
+    log = log_factory()
+    log.append("deploy-1", [NewEvent("DeployRequested", {"n": i}) for i in range(5)])
+    log.checkpoint()  # a no-op where no write-ahead file sits beside the database
+    if backend != "sqlite-file":
+        return
+    path = Path(log.path)  # type: ignore[attr-defined]
+    wal = Path(f"{path}-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(path.read_bytes())  # the file alone, as `cp` copies it while the log is open
+    with eventlog.open_log(copy, readonly=True) as alone:
+        assert alone.head() == log.head()

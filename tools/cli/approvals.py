@@ -97,8 +97,8 @@ def approvals_cmd(db: str | None, server: str | None, show_all: bool, wide: bool
                Column("title", key=True, wraps=True), Column("risk")]  # fmt: skip
     quorum = any(r.quorum > 1 for r in rows)
     if show_all:
-        columns += [Column("outcome", key=True), Column("actor"), Column("requested"), Column("identity"),
-                    Column("latency", "right"), Column("refused", "right")]  # fmt: skip
+        columns += [Column("outcome", key=True), Column("actor", key=True), Column("requested"),
+                    Column("identity"), Column("latency", "right"), Column("refused", "right")]  # fmt: skip
     else:
         columns += [Column("expires in", "right", key=True), Column("digest"), Column("requested")]
         if quorum:
@@ -214,7 +214,7 @@ def _audit_table(rows: list[ApprovalRow], run_id: str | None, wide: bool) -> Non
         Column("run", key=True, short=True),
         Column("title", key=True, wraps=True),
         Column("outcome", key=True),
-        Column("actor"),
+        Column("actor", key=True),  # who decided: the audit's point, kept at any width
         Column("decided"),
         Column("kind"),
         Column("risk"),

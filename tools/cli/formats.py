@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import click
+import orjson
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -47,6 +50,35 @@ def latency(ms: float | None) -> str:
     if ms is None:
         return "—"
     return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+# -- payloads as JSON ------------------------------------------------------------------------
+
+
+def readable_text(text: str) -> str:
+    """`text`, or when it is the JSON text of an object or array (a broker payload), that JSON
+    in its compact form, so a payload reads as JSON and not as JSON quoted inside a string."""
+    stripped = text.strip()
+    if stripped[:1] not in ("{", "["):
+        return text
+    try:
+        return orjson.dumps(orjson.loads(stripped)).decode()
+    except orjson.JSONDecodeError:
+        return text
+
+
+def readable_data(data: Any) -> Any:
+    """A record's data for people: a string member that holds an object's or array's JSON text
+    (the wire keeps a payload as the text it was sent as) becomes that value."""
+    if not isinstance(data, dict):
+        return data
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                value = orjson.loads(value)
+        out[key] = value
+    return out
 
 
 # -- tables that fit -------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from eventlog import EventLog, EventLogError, Head, Record, StreamNameError
 from .._output import (
     EXIT_FOUND,
     UsageFailure,
+    clean,
     console,
     emit_json,
     err_console,
@@ -25,6 +26,7 @@ from .._output import (
 )
 from .._records import record_json as record_json  # re-exported: export writes the same lines
 from ..http import Integrity, check_log
+from .formats import readable_data
 from .remote import OperatorClient, one_target, server_option
 
 FOLLOW_WAIT = 25  # seconds a long poll of --server --follow waits for a record
@@ -89,14 +91,20 @@ def events_cmd(
 
 
 def _print_record(obj: dict[str, Any], as_json: bool) -> None:
+    """One record: a JSON line (as stored); for people its data whole, a payload sent as JSON
+    text shown as JSON; piped, tab-separated (seq, time, stream@version, type, data)."""
     if as_json:
         click.echo(orjson.dumps(obj).decode())
         return
-    data = orjson.dumps(obj["data"]).decode()
+    data = orjson.dumps(readable_data(obj["data"])).decode()
     stamp = datetime.fromisoformat(str(obj["recorded_at"])).isoformat(timespec="milliseconds")
+    if not console.is_terminal:
+        fields = [str(obj["seq"]), stamp, f"{obj['stream']}@{obj['version']}", str(obj["type"]), data]
+        click.echo("\t".join(clean(f) for f in fields))
+        return
     console.print(
         f"[dim]{obj['seq']:>8}[/] {stamp} [cyan]{shown(str(obj['stream']))}[/]@{obj['version']} "
-        f"[bold]{shown(str(obj['type']))}[/] {shown(data[:160])}",
+        f"[bold]{shown(str(obj['type']))}[/] {shown(data)}",
         soft_wrap=True,
     )
 

@@ -10,14 +10,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-from rich.table import Table
 
 from eventlog import EventLog
 from projections import Diff, RunRow, TimelineEntry, Views
 
 from .._output import EXIT_FOUND, console, emit_json, open_db, shown
 from . import ids, replay
-from .formats import Column, print_table, say_unreadable, wide_option
+from .formats import Column, print_table, readable_text, say_unreadable, wide_option
 from .remote import OperatorClient, one_target, server_option
 
 AT_HELP = "A seq, or an ISO time such as 2026-01-01T10:42:07Z."
@@ -63,15 +62,20 @@ def _moment_at(seq: int, when: datetime | str | None) -> str:
     return f"seq {seq:,} ({_when(at)})" if seq else "seq 0 (before the first event)"
 
 
-def _timeline_table(title: str, entries: list[TimelineEntry]) -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in ("at", "kind", "who", "text", "status"):
-        table.add_column(column, overflow="fold")
-    for e in entries:
-        who = e.name or e.role
-        text = e.text or e.detail
-        table.add_row(_when(e.at), shown(e.kind), shown(who), shown(text[:200]), shown(e.status))
-    return table
+TIMELINE_COLUMNS = [
+    Column("at", key=True), Column("kind"), Column("who", key=True), Column("text", key=True, wraps=True),
+    Column("status", key=True),
+]  # fmt: skip
+
+
+def _print_timeline(title: str, entries: list[TimelineEntry]) -> None:
+    """A timeline as a table that fits the terminal, or tab-separated lines, whole, when piped."""
+    cells = [
+        [_when(e.at), shown(e.kind), shown(e.name or e.role), shown(readable_text(e.text or e.detail)),
+         shown(e.status)]
+        for e in entries
+    ]  # fmt: skip
+    print_table(title, TIMELINE_COLUMNS, cells)
 
 
 def _entries_json(entries: list[TimelineEntry]) -> list[dict[str, Any]]:
@@ -147,8 +151,9 @@ def runs_cmd(db: str | None, server: str | None, at_text: str | None, wide: bool
         ])  # fmt: skip
     print_table(f"broker runs at {moment}", BROKER_COLUMNS, broker_cells, wide=wide)
     agent_cells = [
-        [shown(a.run_id), shown(a.status), shown(a.title), _when(a.started_at),
-         shown(f"{a.forked_from} @{a.fork_seq}") if a.forked_from else "", shown(a.stream)]
+        [shown(a.run_id), shown(a.status), shown(a.title),
+         shown(f"{a.forked_from} @{a.fork_seq}") if a.forked_from else "", _when(a.started_at),
+         shown(a.stream)]
         for a in agent
     ]  # fmt: skip
     print_table(f"agent runs at {moment}", AGENT_COLUMNS, agent_cells, wide=wide)
@@ -169,7 +174,7 @@ def _creator(row: RunRow) -> str:
 
 AGENT_COLUMNS = [
     Column("run", key=True, short=True), Column("status", key=True), Column("title", key=True, wraps=True),
-    Column("started"), Column("forked from"), Column("stream"),
+    Column("forked from", key=True, short=True), Column("started"), Column("stream"),
 ]  # fmt: skip
 
 
@@ -224,20 +229,20 @@ def timeline_cmd(
         if as_json:
             emit_json({"run_id": run_id, "moments": [m.to_dict() for m in moments]})
             return
-        table = Table(title=f"run {shown(run_id)} after each of its events", title_justify="left")
-        for column in ("seq", "at", "event", "status", "entries", "last entry"):
-            table.add_column(column, overflow="fold")
-        for m in moments:
-            last = (m.entries[-1].text or m.entries[-1].detail)[:80] if m.entries else ""
-            table.add_row(
-                str(m.seq), _when(m.at), shown(m.type), shown(m.status), str(len(m.entries)), shown(last)
-            )
-        console.print(table)
+        columns = [Column("seq", "right", key=True), Column("at", key=True), Column("event", key=True),
+                   Column("status", key=True), Column("entries", "right"),
+                   Column("last entry", wraps=True)]  # fmt: skip
+        cells = [
+            [str(m.seq), _when(m.at), shown(m.type), shown(m.status), str(len(m.entries)),
+             shown(readable_text(m.entries[-1].text or m.entries[-1].detail) if m.entries else "")]
+            for m in moments
+        ]  # fmt: skip
+        print_table(f"run {shown(run_id)} after each of its events", columns, cells)
         return
     if as_json:
         emit_json({"run_id": run_id, "seq": seq, "entries": _entries_json(entries)})
         return
-    console.print(_timeline_table(f"run {shown(run_id)} at {moment}", entries))
+    _print_timeline(f"run {shown(run_id)} at {moment}", entries)
 
 
 # -- travel --------------------------------------------------------------------------------------
@@ -286,21 +291,24 @@ def travel_cmd(db: str, run_id: str, at_text: str, as_json: bool) -> None:
             }
         )
         return
-    console.print(f"[bold]run {shown(run_id)}[/] at {moment}")
+    console.print(f"[bold]run {shown(run_id)}[/] at {moment}", soft_wrap=True)
     if agent is None and broker is None:
-        console.print("[yellow]the run did not exist yet at that moment[/]")
+        console.print("[yellow]the run did not exist yet at that moment[/]", soft_wrap=True)
         return
     if agent is not None:
         origin = f", forked from {agent.forked_from} @{agent.fork_seq}" if agent.forked_from else ""
-        console.print(f"agent run: [bold]{agent.status or 'started'}[/] — {shown(agent.title)}{origin}")
+        line = f"agent run: [bold]{agent.status or 'started'}[/] — {shown(agent.title)}{origin}"
+        console.print(line, soft_wrap=True)
     if broker is not None:
         console.print(
             f"broker run: last state {shown(broker.last_state) or '—'}, {broker.reports} report(s), "
-            f"{broker.finishes} finish(es), last seen {_when(broker.last_seen)}"
+            f"{broker.finishes} finish(es), last seen {_when(broker.last_seen)}",
+            soft_wrap=True,
         )
     for a in pending:
-        console.print(f"open approval [bold]{shown(a.id)}[/]: {shown(a.title)} ({shown(a.status)})")
-    console.print(_timeline_table("timeline", entries))
+        line = f"open approval [bold]{shown(a.id)}[/]: {shown(a.title)} ({shown(a.status)})"
+        console.print(line, soft_wrap=True)
+    _print_timeline("timeline", entries)
 
 
 # -- diff ----------------------------------------------------------------------------------------
@@ -364,14 +372,15 @@ def _narrow(diff: Diff, run_id: str) -> Diff:
 
 
 def _print_diff(diff: Diff, run_id: str) -> None:
-    console.print(f"[bold]{diff.view}[/] of run {shown(run_id)}: seq {diff.a:,} → seq {diff.b:,}")
+    head = f"[bold]{diff.view}[/] of run {shown(run_id)}: seq {diff.a:,} → seq {diff.b:,}"
+    console.print(head, soft_wrap=True)
     if diff.empty:
-        console.print("no change")
+        console.print("no change", soft_wrap=True)
         return
     for item in diff.added:
-        console.print(f"[green]+ {shown(_label(item))}[/]")
+        console.print(f"[green]+ {shown(_label(item))}[/]", soft_wrap=True)
     for item in diff.removed:
-        console.print(f"[red]- {shown(_label(item))}[/]")
+        console.print(f"[red]- {shown(_label(item))}[/]", soft_wrap=True)
     for change in diff.changed:
         fields = ", ".join(f"{f}: {shown(str(change.before.get(f)))} → {shown(str(change.after.get(f)))}"
                            for f in change.fields)  # fmt: skip
@@ -382,4 +391,4 @@ def _print_diff(diff: Diff, run_id: str) -> None:
 def _label(item: dict[str, Any]) -> str:
     key = f"seq {item['seq']}" if "seq" in item else item.get("id") or item.get("run_id") or ""
     text = item.get("text") or item.get("detail") or item.get("title") or item.get("status") or ""
-    return f"{key} {item.get('kind', '')} {str(text)[:100]}".strip()
+    return f"{key} {item.get('kind', '')} {readable_text(str(text))}".strip()

@@ -107,7 +107,8 @@ def register(cli: click.Group) -> None:
 @click.option(
     "--reset", is_flag=True, help="Replace the log DB holds with a new demo (without it, one is refused)."
 )
-def demo_cmd(db: str, port: int, auto: bool, reset: bool) -> None:
+@click.pass_context
+def demo_cmd(ctx: click.Context, db: str, port: int, auto: bool, reset: bool) -> None:
     """Run three agents against a fresh database, with the operator console at /ui/.
 
     Two external agents talk to the broker over HTTP (register, report, ask permission,
@@ -120,17 +121,26 @@ def demo_cmd(db: str, port: int, auto: bool, reset: bool) -> None:
       flightlog demo --auto     # a one-minute tour that decides by policy and exits
     """
     path = Path(db)
+    if path.is_dir():
+        example = path / "flightlog-demo.db"
+        raise UsageFailure(f"--db {db} is a folder; give the demo a file, such as {example}")
+    if not path.parent.is_dir():
+        raise UsageFailure(f"--db {db}: its folder {path.parent} does not exist")
+    # The default port busy (another demo, say): take any free one and say so; a port asked for is kept.
+    fallback = ctx.get_parameter_source("port") is click.core.ParameterSource.DEFAULT
     try:
         # Before anything is removed: the port, other users of the file, a log it holds.
-        with claimed(path, port, reset=reset):
-            _demo(path, port, auto)
+        with claimed(path, 0 if fallback else port, reset=reset):
+            _demo(path, port, auto, fallback=fallback)
+    except OSError as e:  # removing the old file, or the log's folder: one line, no traceback
+        raise UsageFailure(f"--db {db}: {e.strerror or e}") from None
     except KeyboardInterrupt:
         # The agents (in this process group) got the same SIGINT and end quietly too.
         err_console.print(f"stopped; the log so far is in {path} (flightlog audit {path})")
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
-def _demo(path: Path, port: int, auto: bool) -> None:
+def _demo(path: Path, port: int, auto: bool, *, fallback: bool = False) -> None:
     from ..http import PortInUseError, create_app
 
     for suffix in ("", "-wal", "-shm"):
@@ -142,7 +152,10 @@ def _demo(path: Path, port: int, auto: bool) -> None:
         try:
             server = BackgroundServer(app, port=port).__enter__()
         except PortInUseError as e:
-            raise UsageFailure(f"{e}: pass --port 0 for any free port, or another --port") from e
+            if not fallback:
+                raise UsageFailure(f"{e}: pass --port 0 for any free port, or another --port") from e
+            server = BackgroundServer(app, port=0).__enter__()
+            console.print(f"[yellow]port {port} is busy: took a free one instead ({server.url})[/]")
         agents: list[Agent] = []
         controller: Controller | None = None
         try:
@@ -159,7 +172,7 @@ def _demo(path: Path, port: int, auto: bool) -> None:
                     "two-person approval: log in with alice's token and approve, then log in with "
                     "bob's (log out first, or use a private window) and approve as bob"
                 )
-                _wait_for_person(agents, controller)
+                _wait_for_person(system, agents, controller)
             else:
                 console.print(POLICY)
                 _auto(system, agents, controller, {n: c for n, (c, _) in operators.items()})
@@ -172,6 +185,10 @@ def _demo(path: Path, port: int, auto: bool) -> None:
                     agent.proc.terminate()
                 agent.proc.wait(timeout=10)
             server.stop()
+            # The -wal folded into the file: a plain copy of the database is whole.
+            system.log.checkpoint()
+        # After everything stopped: the count is the file's, closing events included.
+        _verified(system)
 
 
 class Agent(NamedTuple):
@@ -279,10 +296,11 @@ def _auto(
             console.print(f"[dim]{out.strip()}[/]")
 
 
-def _wait_for_person(agents: list[Agent], controller: Controller) -> None:
+def _wait_for_person(system: System, agents: list[Agent], controller: Controller) -> None:
     """Until Ctrl-C (KeyboardInterrupt, which ends the demo with exit 130)."""
     while True:
         if _finished(agents, controller):
+            system.log.checkpoint()  # a copy of the file taken while the console waits is whole
             console.print("every run has finished; Ctrl-C to stop the server")
             threading.Event().wait()
         time.sleep(0.5)
@@ -317,6 +335,9 @@ def _report(system: System, run_id: str) -> None:
         by = [*a.votes, *([a.actor] if a.actor and a.actor not in a.votes else [])]
         audit.add_row(a.title, a.risk, a.payload_sha256[:12], a.decision or a.status, ", ".join(by), latency)
     console.print(audit)
+
+
+def _verified(system: System) -> None:
     result = system.log.verify()
     if result.ok:
         console.print(f"[green]verify: ok[/], chain verified over {result.checked} events")
