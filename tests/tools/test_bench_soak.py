@@ -25,7 +25,15 @@ def test_a_small_soak_reports_every_figure_and_target(tmp_path):
         assert readings == sorted(readings)
     assert figures["fixed.new_runs"] == 0  # the slope target's soak keeps its set of runs
     assert figures["polls.answered"] == 20  # every poll was answered (how fast is the bench's to say)
-    assert set(out["targets"]) == {"slope", "rss", "polls", "strangers"}
+    assert set(out["targets"]) == {
+        "slope", "rss", "polls", "strangers", "hostile_stop", "hostile_reports", "hostile_rss",
+    }  # fmt: skip
+    # The hostile mix: every attack was answered, the big payloads and peer fields refused.
+    assert figures["hostile.stops"] > 0
+    assert figures["hostile.stops_refused"] == 0
+    answers = out["hostile_answers"]
+    assert set(answers["peer_fields"]) == {"413"}
+    assert "413" in answers["big_reports"]
     assert all(isinstance(t["pass"], bool) for t in out["targets"].values())
     for name in ("slope", "rss"):  # both targets are stated for 200,000 events: a short run says so
         assert "the target is for 200,000" in out["targets"][name]["label"]

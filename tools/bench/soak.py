@@ -11,7 +11,8 @@ new runs). The server's RSS and thread count are read from `/proc` at intervals;
 slope per 10k events is fitted by least squares after the warm-up. Then, on the mixed
 server, two checks of what must not grow: strangers' requests (a thread per refused run id
 would show) and a thousand long polls at once (each must be answered within its timeout
-plus 0.2 s).
+plus 0.2 s). Last, on a fresh server with every quota at its default, the hostile mix
+(`soak_hostile`): a few attacking runs among normal ones.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from rich.table import Table
 from .._output import console, emit_json, targets_table, temp_dir_option, with_status
 from . import log_workloads as w
 from .broker_client import Agent, Connection, ServerProcess
+from .soak_hostile import NORMAL_RUNS, hostile, hostile_targets
 from .soak_polls import long_polls, server_stats, strangers
 
+HOSTILE_REPORTS = 150  # each normal run's reports in each phase of the hostile mix (within a burst)
 SLOPE_TARGET = 0.2  # MiB of RSS per 10k events after the warm-up, at most
 RSS_TARGET = 150.0  # MiB of RSS after the full run's events, at most
 RSS_TARGET_EVENTS = 200_000  # ... the run the RSS target is stated for
@@ -165,7 +168,9 @@ def served(parent: str | None, sizes: Sizes) -> Iterator[tuple[ServerProcess, st
     """A fresh server, its database path, the traffic over it, and one agent per connection."""
     operator_token = secrets.token_hex(16)
     with w.fresh_path(parent, "flightlog.db") as path:
-        server = ServerProcess(path, operator_token)
+        # The agents drive each run faster than a run's default write rate: unbounded here (the
+        # hostile mix below runs with the defaults).
+        server = ServerProcess(path, operator_token, ("--events-per-second", "0"))
         opened: list[Connection] = []
         try:
             runs: list[Agent] = []
@@ -284,6 +289,15 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
                 polls = long_polls(server.port, sizes.polls)
         figures.update({f"{mix}.{k}": v for k, v in _phase(readings[mix], sizes, start).items()})
         figures[f"{mix}.new_runs"] = traffic.created
+    advance("hostile mix")
+    with w.fresh_path(parent, "hostile.db") as path:
+        operator_token = secrets.token_hex(16)
+        server = ServerProcess(path, operator_token)  # every quota at its default
+        try:
+            attacked = hostile(server, operator_token, HOSTILE_REPORTS, advance)
+        finally:
+            server.close()
+    figures.update({f"hostile.{k}": v for k, v in attacked.items() if k != "answers"})
     figures.update(
         {
             "strangers.threads_added": ghosts["threads_added"],
@@ -296,7 +310,11 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
     return {
         "figures": figures,
         "readings": readings,
-        "targets": _targets(figures, sizes, polls["timeout_s"]),
+        "targets": {
+            **_targets(figures, sizes, polls["timeout_s"]),
+            **hostile_targets({k.removeprefix("hostile."): v for k, v in figures.items()}, RSS_TARGET),
+        },
+        "hostile_answers": attacked["answers"],
         "settings": {
             **{
                 k: getattr(sizes, k)
@@ -381,6 +399,19 @@ def _report(result: dict[str, Any]) -> None:
     console.print(
         f"Long polls: p50 {fig['polls.p50_s']:.3f} s, max {fig['polls.max_s']:.3f} s, "
         f"{fig['polls.answered']} answered.",
+        soft_wrap=True,
+    )
+    console.print(
+        f"Hostile mix ({NORMAL_RUNS} normal runs, {HOSTILE_REPORTS} reports each, quiet then under "
+        f"attack): report p99 {fig['hostile.report_p99_quiet_ms']:.1f} ms quiet, "
+        f"{fig['hostile.report_p99_hostile_ms']:.1f} ms under attack; the operator's stop p50 "
+        f"{fig['hostile.stop_p50_ms']:.1f} ms, p99 {fig['hostile.stop_p99_ms']:.1f} ms "
+        f"({fig['hostile.stops']} stops, {fig['hostile.stops_refused']} refused); RSS "
+        f"{fig['hostile.rss_start_mib']:.1f} -> {fig['hostile.rss_end_mib']:.1f} MiB; attacks answered "
+        + "; ".join(
+            f"{name} " + ", ".join(f"{n}x{status}" for status, n in got.items())
+            for name, got in result["hostile_answers"].items()
+        ),
         soft_wrap=True,
     )
     console.print(targets_table(result["targets"].values()))
