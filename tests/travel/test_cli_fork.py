@@ -289,7 +289,8 @@ def test_who_re_drives_is_kept_in_the_log(run, recorded_db):
         [approval] = [a for a in Views(log).approval_history(at=log.head().seq) if a.run_id == fork["run_id"]]
     finally:
         log.close()
-    assert (approval.actor, approval.identity) == ("alice (recorded)", "bob")  # cast by bob's re-drive
+    # Cast by bob's re-drive, on behalf of the recorded voter (each voter its own identity).
+    assert (approval.actor, approval.identity) == ("alice (recorded)", "bob replaying alice")
 
 
 def test_fork_redrive_keeps_the_forker_as_the_re_driver(run, recorded_db):
