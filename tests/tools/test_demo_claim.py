@@ -65,4 +65,4 @@ def test_a_busy_port_asked_for_is_refused_before_the_database_is_touched(db: str
         busy.listen()
         port = busy.getsockname()[1]
         proc = flightlog("demo", "--auto", "--reset", "--port", str(port), "--db", db, cwd=Path(db).parent)
-    assert_refused_unchanged(proc, db, before, f"port {port} is busy")
+    assert_refused_unchanged(proc, db, before, f"port {port} on 127.0.0.1 is in use")

@@ -67,7 +67,8 @@ def _check_port(port: int) -> None:
             probe.bind(("127.0.0.1", port))
         except OSError:
             raise UsageFailure(
-                f"port {port} is busy (another demo?): pass --port 0 for any free port, or another --port"
+                f"port {port} on 127.0.0.1 is in use (another demo?): pass --port 0 for any free port, "
+                "or another --port"
             ) from None
 
 
