@@ -70,7 +70,8 @@ def test_serve_limits_the_arenas_before_anything_else(monkeypatch, tmp_path):
 def serve_defaults(db: str) -> dict[str, object]:
     from tools.cli import serve
 
-    values: dict[str, object] = {p.name: p.default for p in serve.serve_cmd.params if p.name}
+    params = serve.serve_cmd.params
+    values: dict[str, object] = {p.name: p.default for p in params if p.name and p.expose_value}
     values["db"] = db
     return values
 
