@@ -88,7 +88,7 @@ EXIT_USAGE = 2
 EXIT_STORAGE = 8
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports it
 
-# Every exit code of the CLI, for `flightlog --help` and the README.
+# Every exit code of the CLI, for `flightlog --help` and docs/cli.md.
 EXIT_CODES = """\b
 Exit codes:
   0    ok

@@ -250,7 +250,7 @@ def test_a_type_outside_the_catalogue_is_refused_in_flightlogs_own_streams(categ
 
 
 def test_a_users_own_event_fits_in_a_users_own_stream():
-    # README: users append their own events, e.g. deploy-42 / DeployRequested.
+    # docs/security.md: users append their own events, e.g. deploy-42 / DeployRequested.
     assert record_fault(stored("DeployRequested", {"service": "web"}, stream="deploy-42")) == ""
     assert record_fault(stored("DeployRequested", {"service": "web"}, stream="runs-42")) == ""
     assert "its data must be a JSON object" in record_fault(

@@ -127,11 +127,11 @@ def test_a_missing_extra_names_the_extra_to_install(tmp_path):
     assert "pip install 'flightlog[bench]'" in no_traceback(proc)
 
 
-def test_every_exit_code_is_in_the_help_and_the_readme(tmp_path):
+def test_every_exit_code_is_in_the_help_and_the_cli_docs(tmp_path):
     from tools.cli import decide
 
     help_text = flightlog("--help", cwd=tmp_path).stdout
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "cli.md").read_text()
     codes = [0, 1, 2, decide.EXIT_UNKNOWN, decide.EXIT_DECIDED, decide.EXIT_EXPIRED]
     codes += [decide.EXIT_DUPLICATE_VOTE, decide.EXIT_RECORDING, 130]
     section = readme.split("Exit codes", 1)[1][:1500]

@@ -31,7 +31,7 @@ BATCH = 100
 STREAM_LEN = 1000  # events per stream in every workload; also the size of the stream load
 PAGE = 1000  # rows per query when reading eventsourcing's notifications, as flightlog pages
 TOPIC = "tools.bench.log_workloads:BenchEventRecorded"
-# The lean row flightlog's SQLite log stores (see README, "The row"): JSON TEXT data and meta,
+# The lean row flightlog's SQLite log stores (see docs/internals.md, "The row on disk"): JSON TEXT data and meta,
 # the event id's 16 bytes, the hash's 32 bytes.
 COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, hash"
 _INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
