@@ -36,6 +36,7 @@ TERMINAL = {"succeeded", "failed", "aborted"}
 DEADLINE = 120.0  # seconds --auto waits for every run before it gives up
 # The agent program, run as a file (stdlib only): it starts fast, and Ctrl-C ends it at once.
 AGENT = str(Path(__file__).with_name("agent.py"))
+SDK_AGENT = str(Path(__file__).with_name("sdk_agent.py"))
 
 
 class DemoReconciler:
@@ -197,7 +198,8 @@ class Agent(NamedTuple):
 
 
 def _start_agents(system: System, url: str) -> list[Agent]:
-    """The two agent processes, each handed the token of a run created for it beforehand.
+    """The agent processes, each handed the token of a run created for it beforehand: two that
+    speak avenor's wire protocol, and one written with the Python SDK (`import flightlog`).
 
     The server takes enrolled runs only: the demo creates each run, as an orchestrator does
     through the operator API, and its agent registers with the token it was given.
@@ -230,6 +232,16 @@ def _start_agents(system: System, url: str) -> list[Agent]:
                 ),
             )
         )
+    token = system.broker.create_run("tester", by="demo")
+    env = {**os.environ, "FLIGHTLOG_RUN_TOKEN": token, "FLIGHTLOG_URL": url}
+    sdk_agent = subprocess.Popen(
+        [sys.executable, SDK_AGENT, "tester"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    procs.append(Agent("tester", sdk_agent))
     return procs
 
 
