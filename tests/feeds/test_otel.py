@@ -47,8 +47,8 @@ def test_export_sends_one_trace_per_run_with_its_spans(demo_db, collector):
     assert result.exit_code == 0, result.output
     traces = by_trace(collector.spans)
     roots = {attrs(s)["flightlog.run.id"]: s for s in collector.spans if not s.parent_span_id}
-    assert len(traces) == len(roots) == 3  # deployer, reviewer and the controller's run
-    assert {r.name for r in roots.values()} >= {"run deployer", "run reviewer"}
+    assert len(traces) == len(roots) == 4  # deployer, reviewer, the SDK's tester and the controller's run
+    assert {r.name for r in roots.values()} >= {"run deployer", "run reviewer", "run tester"}
     for root in roots.values():  # every span of a trace hangs from its run's root
         assert all(s.parent_span_id == root.span_id for s in traces[root.trace_id] if s is not root)
 
@@ -89,7 +89,7 @@ def test_the_same_export_twice_gives_the_same_ids(demo_db, collector):
     assert run("export", str(demo_db), "--otlp", collector.url).exit_code == 0
     second = sorted((s.trace_id, s.span_id, s.parent_span_id, s.name) for s in collector.spans)
     assert first == second
-    assert len(first) == 8
+    assert len(first) == 10  # 4 runs, 4 approvals, 1 ask, 1 tool call
 
 
 def test_export_of_one_run_sends_its_trace_alone(demo_db, collector):
