@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
-from starlette.testclient import TestClient
 
 from actors import System, make_token, token_digest
 from eventlog import ANY, ManualClock, open_log
 from eventlog.events import ApprovalPublished, ApprovalRequested, RunRegistered, RunReported
 from tools.http import create_app
+
+from .conftest import BASE, PortalTransport
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 REPORTS = 1_000
@@ -21,7 +23,7 @@ def _report(n: int) -> RunReported:
 
 
 @pytest.fixture
-def served(tmp_path):
+def served(tmp_path, portal):
     path = str(tmp_path / "pages.db")
     clock = ManualClock(T0)
     log = open_log(path, clock=clock)
@@ -37,7 +39,10 @@ def served(tmp_path):
     token = make_token()
     with System.open(path, clock=clock, scheduler=False) as system:
         app = create_app(system, operator_token_sha256=token_digest(token))
-        with TestClient(app, headers={"Authorization": f"Bearer {token}"}) as client:
+        transport = PortalTransport(app, portal)
+        with httpx.Client(
+            transport=transport, base_url=BASE, headers={"Authorization": f"Bearer {token}"}
+        ) as client:
             yield system, client
 
 
