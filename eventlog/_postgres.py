@@ -73,10 +73,42 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             f"WHERE {APPROVAL_FILTER}",
         ),
     ),
+    (
+        "0004_data_search",
+        (
+            "CREATE FUNCTION flightlog_data_text(data BYTEA) RETURNS TEXT LANGUAGE sql IMMUTABLE "
+            "PARALLEL SAFE AS $$ SELECT convert_from(data, 'UTF8') $$",
+            # A trigram index answers ILIKE '%text%' as the scan did, any substring, and is
+            # kept by PostgreSQL in the inserting transaction. pg_trgm ships with PostgreSQL
+            # but creating it may need a privilege this role lacks: then searches scan.
+            """
+            DO $$
+            DECLARE
+                home TEXT;
+            BEGIN
+                BEGIN
+                    CREATE EXTENSION IF NOT EXISTS pg_trgm;
+                EXCEPTION WHEN OTHERS THEN
+                    NULL;
+                END;
+                SELECT n.nspname INTO home FROM pg_extension e
+                    JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm';
+                IF home IS NOT NULL THEN
+                    EXECUTE format('CREATE INDEX events_data_search ON events '
+                                   'USING gin (flightlog_data_text(data) %I.gin_trgm_ops)', home);
+                END IF;
+            END
+            $$
+            """,
+        ),
+    ),
 ]
 # Migrations a read-only open may do without: they only add an index, and reads are answered
 # without it (more slowly).
-_READ_OPTIONAL = frozenset({"0002_run_starts_index", "0003_approval_indexes"})
+_READ_OPTIONAL = frozenset({"0002_run_starts_index", "0003_approval_indexes", "0004_data_search"})
+DATA_SEARCH_QUERY = (
+    "SELECT seq FROM events WHERE flightlog_data_text(data) ILIKE %s ORDER BY seq DESC LIMIT %s"
+)
 RUN_STARTS_QUERY = (
     f"SELECT {COLUMNS} FROM events WHERE {RUN_START_FILTER} AND flightlog_run_id(data) = %s ORDER BY seq"
 )
@@ -130,6 +162,7 @@ class PostgresLog(SQLReads, EventLog):
         self._listener: Listener | None = None
         self._run_index = True  # a read-only open of a log not yet migrated reads without it
         self._approval_index = True  # ... and without this one
+        self._data_search = True  # ... or the data search's function
         self._writer: Conn | None = None if readonly else self._connect_writer()
         conn = self._writer or self._connector.connect()
         try:
@@ -154,6 +187,7 @@ class PostgresLog(SQLReads, EventLog):
         pending = _pending(conn)
         self._run_index = "0002_run_starts_index" not in pending
         self._approval_index = "0003_approval_indexes" not in pending
+        self._data_search = "0004_data_search" not in pending
         if pending := [name for name in pending if name not in _READ_OPTIONAL]:
             raise StorageError(
                 self.url,
@@ -167,6 +201,15 @@ class PostgresLog(SQLReads, EventLog):
         if not self._run_index:
             return super().run_starts(run_id)
         return list(map(record_from_row, self._query(RUN_STARTS_QUERY, (run_id,))))
+
+    def seqs_containing(self, text: str, limit: int = 200) -> list[int]:
+        """The seqs of the newest records (at most `limit`) whose data holds `text`, ignoring
+        case: a trigram index answers where pg_trgm could be created, else a scan; a read-only
+        open of a log not yet migrated scans as before."""
+        if not self._data_search:
+            return super().seqs_containing(text, limit)
+        pattern = "%" + re.sub(r"([\\%_])", r"\\\1", text) + "%"
+        return [row[0] for row in self._query(DATA_SEARCH_QUERY, (pattern, limit))]
 
     def approval_records(self, approval_id: str, to_seq: int | None = None) -> list[Record]:
         if not self._approval_index:

@@ -29,14 +29,18 @@ from ._sqlite_row import (
     APPROVAL_RECORDS_QUERY,
     APPROVAL_ROWS_QUERY,
     APPROVAL_SEQS_INDEX,
+    DATA_SEARCH,
+    DATA_SEARCH_QUERY,
     INSERT,
     RUN_STARTS_QUERY,
+    SEARCH_MIN,
     STORED,
     hashes_before_query,
     hashes_by_seq,
     id_text,
     logical_rows,
     records,
+    search_phrase,
 )
 from ._sqlite_write import KnownVersions, write_fast, write_group
 from ._sqlreads import NO_UPPER_BOUND, SQLReads
@@ -118,6 +122,9 @@ class SQLiteLog(SQLReads, EventLog):
             # A read-only open of a log written before the approval indexes reads without them.
             indexed = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?"
             self._approval_index = self._conn.execute(indexed, (APPROVAL_SEQS_INDEX,)).fetchone() is not None
+            # Nor the data search, or where this SQLite has no FTS5: searches scan instead.
+            table = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+            self._data_search = self._conn.execute(table, (DATA_SEARCH,)).fetchone() is not None
         except sqlite3.Error as e:
             self._close_backend()
             raise translate(e, self.path) from e
@@ -274,6 +281,15 @@ class SQLiteLog(SQLReads, EventLog):
             return super().approval_records(approval_id, to_seq)
         hi = to_seq if to_seq is not None else NO_UPPER_BOUND
         return records(self._query(APPROVAL_RECORDS_QUERY, (approval_id, hi)), self._hashes_before)
+
+    def seqs_containing(self, text: str, limit: int = 200) -> list[int]:
+        """The seqs of the newest records (at most `limit`) whose data holds `text`, ignoring
+        case, answered by the log's FTS5 trigram index. A search shorter than three characters,
+        or of a log without the index (a read-only open of a log written before it, or a SQLite
+        built without FTS5), scans the data instead."""
+        if not self._data_search or len(text) < SEARCH_MIN:
+            return super().seqs_containing(text, limit)
+        return [row[0] for row in self._query(DATA_SEARCH_QUERY, (search_phrase(text), limit))]
 
     # -- the EventLog contract -------------------------------------------------------------
 

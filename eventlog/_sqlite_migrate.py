@@ -7,10 +7,14 @@ seq, version, event id, time, data, meta and hash, so the chain and any anchor k
 elsewhere still verify. A long conversion shows a progress bar on a terminal.
 `0003_run_starts_index` indexes the records that start a run by its id.
 `0004_approval_indexes` indexes approvals' records by seq and by approval id.
+`0005_data_search` indexes every record's data for `seqs_containing` (an FTS5 table filled
+from the rows already there and kept by a trigger); where this SQLite has no FTS5 it adds
+nothing, and searches scan the data.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +23,14 @@ from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
 from ._record import event_key
-from ._sqlite_row import CREATE_APPROVAL_INDEXES, CREATE_RUN_STARTS_INDEX, CREATE_TABLE, CREATE_VIEW, INSERT
+from ._sqlite_row import (
+    CREATE_APPROVAL_INDEXES,
+    CREATE_DATA_SEARCH,
+    CREATE_RUN_STARTS_INDEX,
+    CREATE_TABLE,
+    CREATE_VIEW,
+    INSERT,
+)
 
 migrations = Migrations("flightlog.eventlog")
 
@@ -71,6 +82,24 @@ def _run_starts_index(db: Database) -> None:
 def _approval_indexes(db: Database) -> None:
     for statement in CREATE_APPROVAL_INDEXES:
         db.execute(statement)
+
+
+@migrations(name="0005_data_search")
+def _data_search(db: Database) -> None:
+    if not fts5_available(db.conn):
+        return
+    for statement in CREATE_DATA_SEARCH:
+        db.execute(statement)
+
+
+def fts5_available(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite build has FTS5 with the trigram tokenizer (3.34 and later)."""
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x, tokenize='trigram')")
+    except sqlite3.OperationalError:
+        return False
+    conn.execute("DROP TABLE temp.fts5_probe")
+    return True
 
 
 def convert_to_lean(conn: Any, progress: Callable[[int], object] | None = None) -> int:

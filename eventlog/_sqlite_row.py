@@ -68,6 +68,28 @@ APPROVAL_RECORDS_QUERY = (
     f"SELECT {STORED} FROM events WHERE {APPROVAL_FILTER} AND {APPROVAL_ID} = ? AND seq <= ? ORDER BY seq"
 )
 
+# The words of each record's data, for `seqs_containing`: an FTS5 table of trigrams, so a
+# search finds any substring (of three characters or more) as the scan did, ignoring case.
+# Contentless: it keeps the index, not a second copy of the data, and answers with seqs. It
+# is no part of the chain; a trigger fills it inside the statement that inserts the row, so
+# every path that writes events (append, group commit, import) keeps it whole in the same
+# transaction.
+DATA_SEARCH = "events_data_search"
+CREATE_DATA_SEARCH = (
+    f"CREATE VIRTUAL TABLE {DATA_SEARCH} USING fts5(data, content='', tokenize='trigram')",
+    f"INSERT INTO {DATA_SEARCH} (rowid, data) SELECT seq, data FROM events",
+    f"CREATE TRIGGER events_data_search_insert AFTER INSERT ON events BEGIN "
+    f"INSERT INTO {DATA_SEARCH} (rowid, data) VALUES (new.seq, new.data); END",
+)
+DATA_SEARCH_QUERY = f"SELECT rowid FROM {DATA_SEARCH} WHERE {DATA_SEARCH} MATCH ? ORDER BY rowid DESC LIMIT ?"
+SEARCH_MIN = 3  # a trigram index answers searches of at least this many characters
+
+
+def search_phrase(text: str) -> str:
+    """`text` as an FTS5 string: matched as it is, whatever characters it holds."""
+    return '"' + text.replace('"', '""') + '"'
+
+
 _HEX_ID = "lower(hex(event_id))"
 CREATE_VIEW = f"""
     CREATE VIEW events_view AS SELECT

@@ -75,6 +75,7 @@ def test_the_migration_keeps_every_record_and_the_chain(old_log):
             "0002_lean_row",
             "0003_run_starts_index",
             "0004_approval_indexes",
+            "0005_data_search",
         ]
         query = "SELECT DISTINCT typeof(hash), typeof(data), typeof(meta) FROM events"
         types = conn.execute(query).fetchall()

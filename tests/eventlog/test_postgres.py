@@ -253,7 +253,12 @@ def test_logs_opening_at_once_migrate_once(open_pg, url):
     assert all(log.head().seq == 1 for log in logs)
     with psycopg.connect(url) as conn:
         names = conn.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()
-        assert names == [("0001_create_events",), ("0002_run_starts_index",), ("0003_approval_indexes",)]
+        assert names == [
+            ("0001_create_events",),
+            ("0002_run_starts_index",),
+            ("0003_approval_indexes",),
+            ("0004_data_search",),
+        ]
 
 
 def test_a_read_only_connection_refuses_appends_with_a_typed_error(open_pg, url):

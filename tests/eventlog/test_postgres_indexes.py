@@ -78,3 +78,30 @@ def test_approval_reads_come_from_indexes_and_a_read_only_open_reads_without_the
     assert len(list(reader.read_all(types=APPROVAL_TYPES))) == 50
     open_pg().close()  # a writable open adds them
     assert [r.seq for r in open_pg(readonly=True).approval_records("a7")] == [15]
+
+
+def test_payload_searches_come_from_a_trigram_index_and_a_read_only_open_scans_without_it(open_pg, url):  # noqa: F811 - fixtures
+    from eventlog._postgres import DATA_SEARCH_QUERY
+
+    log = open_pg()
+    log.append("task-1", [NewEvent("Noted", {"cmd": f"echo {i}"}) for i in range(50)])
+    log.append("task-1", [NewEvent("Noted", {"cmd": "kubectl apply"})])
+    with log._readers.connection() as conn:
+        has_trgm = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'").fetchone()
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_indexscan = off")  # else the seq order of the primary key may win
+        plan = conn.execute(f"EXPLAIN {DATA_SEARCH_QUERY}", ("%kubectl%", 10)).fetchall()
+        conn.execute("RESET enable_seqscan")
+        conn.execute("RESET enable_indexscan")
+    if has_trgm:  # this role could create pg_trgm; without it the same query scans
+        assert "events_data_search" in str(plan), plan
+    assert log.seqs_containing("kubectl") == [51]
+    assert log.seqs_containing("ECHO 4", limit=2) == [50, 49]  # echo 49 and 48: substrings count
+    assert log.seqs_containing("100%") == []  # % and _ are matched as themselves
+    with log._readers.connection() as conn:  # as a log made before the index was
+        conn.execute("DROP INDEX IF EXISTS events_data_search")
+        conn.execute("DROP FUNCTION flightlog_data_text(bytea)")
+        conn.execute("DELETE FROM schema_migrations WHERE name = '0004_data_search'")
+    assert open_pg(readonly=True).seqs_containing("kubectl") == [51]
+    open_pg().close()  # a writable open adds the index
+    assert open_pg(readonly=True).seqs_containing("kubectl") == [51]

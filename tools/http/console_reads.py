@@ -181,7 +181,7 @@ class RunIndex:
                 "statuses": statuses}  # fmt: skip
 
     def _payload_runs(self, text: str) -> frozenset[str]:
-        """The runs whose events' payloads hold `text`: the log scans the payload text (newest
+        """The runs whose events' payloads hold `text`: the log searches the payload text (newest
         records first, up to PAYLOAD_HITS of them); no payload is kept here."""
         log = self.system.log
         runs = set()
