@@ -14,7 +14,8 @@ import pytest
 
 from actors import System
 from actors.operators import APPROVER
-from eventlog import ManualClock
+from eventlog import ManualClock, open_log
+from tests.conftest import drop_pg_schema, new_pg_schema, pg_schema_url, pg_unavailable, require_or_skip
 from tools.http.app import create_app
 
 OPERATOR_TOKEN = "operator-0123456789abcdef-secret"
@@ -167,3 +168,15 @@ def assert_json(response: httpx.Response, status: int = 200) -> Any:
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
     return response.json()
+
+
+@pytest.fixture
+def pg_database() -> Iterator[str]:
+    """A fresh schema on the PostgreSQL test server, migrated before either server starts."""
+    if reason := pg_unavailable():
+        require_or_skip(reason)
+    schema = new_pg_schema()
+    url = pg_schema_url(schema)
+    open_log(url).close()
+    yield url
+    drop_pg_schema(schema)

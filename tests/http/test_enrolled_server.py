@@ -5,7 +5,7 @@ agent does, gets 409 for the agent forever after, receives the operator's contro
 and finishes as the deployer. `flightlog serve` takes enrolled runs only by default: the
 stranger's registration creates nothing, the operator creates the run and its agent
 registers with the token it was given. A token that leaks anyway is revoked or re-keyed,
-and refused at once — also by a second server on the same PostgreSQL database.
+and refused at once — also by a second server on the same PostgreSQL pg_database.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import httpx
 import pytest
 
 from eventlog import open_log
-from tests.conftest import drop_pg_schema, new_pg_schema, pg_schema_url, pg_unavailable, require_or_skip
 from tools.cli.serve import serve_cmd
 
 from .conftest import OPERATOR, OPERATOR_TOKEN
@@ -155,25 +154,13 @@ def test_a_revoked_token_is_refused_at_once_and_a_rekey_revives_the_run(enrolled
     assert new not in stored
 
 
-# -- two servers on one PostgreSQL database -------------------------------------------------------
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    """A fresh schema on the PostgreSQL test server, migrated before either server starts."""
-    if reason := pg_unavailable():
-        require_or_skip(reason)
-    schema = new_pg_schema()
-    url = pg_schema_url(schema)
-    open_log(url).close()
-    yield url
-    drop_pg_schema(schema)
+# -- two servers on one PostgreSQL pg_database -------------------------------------------------------
 
 
 @pytest.mark.postgres
-def test_a_revocation_through_one_server_is_refused_by_the_other_at_once(database):
-    a = ServerProcess(database, OPERATOR_TOKEN, registration="enrolled")
-    b = ServerProcess(database, OPERATOR_TOKEN, registration="enrolled")
+def test_a_revocation_through_one_server_is_refused_by_the_other_at_once(pg_database):
+    a = ServerProcess(pg_database, OPERATOR_TOKEN, registration="enrolled")
+    b = ServerProcess(pg_database, OPERATOR_TOKEN, registration="enrolled")
     try:
         token = a.create_run("shared")
         # b knows the run and its token: its writer holds a fresh state of it.
@@ -206,7 +193,7 @@ def test_a_revocation_through_one_server_is_refused_by_the_other_at_once(databas
     finally:
         b.close()
         a.close()
-    with open_log(database) as log:
+    with open_log(pg_database) as log:
         types = [r.type for r in log.read("run-shared")]
     assert types.count("RunTokenRevoked") == 1
     assert types.count("PermissionRequested") == 1  # "after" was refused: nothing recorded

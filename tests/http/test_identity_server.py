@@ -20,8 +20,6 @@ import httpx
 import pytest
 
 from actors import System, token_digest
-from eventlog import open_log
-from tests.conftest import drop_pg_schema, new_pg_schema, pg_schema_url, pg_unavailable, require_or_skip
 from tests.identity_helpers import (
     ConsoleSession,
     bearer,
@@ -444,18 +442,6 @@ def test_serve_session_options_reach_the_console(tmp_path):
 
 
 # -- 7. two servers on one PostgreSQL database -------------------------------------------------
-
-
-@pytest.fixture
-def pg_database() -> Iterator[str]:
-    """A fresh schema on the PostgreSQL test server, migrated before either server starts."""
-    if reason := pg_unavailable():
-        require_or_skip(reason)
-    schema = new_pg_schema()
-    url = pg_schema_url(schema)
-    open_log(url).close()
-    yield url
-    drop_pg_schema(schema)
 
 
 @pytest.mark.postgres

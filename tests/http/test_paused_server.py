@@ -23,7 +23,7 @@ import pytest
 from eventlog._postgres import WRITER_STALL_BOUND
 
 from .server import ServerProcess
-from .test_two_servers import database, records, register, serve  # noqa: F401 - fixtures
+from .test_two_servers import records, register, serve  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -90,13 +90,13 @@ def freeze_mid_write(a: ServerProcess, name: str, admin: psycopg.Connection) -> 
     pytest.fail("never caught A inside a write transaction")
 
 
-def test_a_frozen_server_does_not_stall_the_other(serve, database):  # noqa: F811
+def test_a_frozen_server_does_not_stall_the_other(serve, pg_database):  # noqa: F811
     name = f"flightlog_frozen_{uuid.uuid4().hex[:12]}"
     a: ServerProcess = serve(f"&application_name={name}")
     b: ServerProcess = serve()
     other_token = register(b, "other")
     frozen = Reporter(a, "frozen", register(a, "frozen"), WRITERS)
-    with psycopg.connect(database, autocommit=True) as admin:
+    with psycopg.connect(pg_database, autocommit=True) as admin:
         try:
             freeze_mid_write(a, name, admin)
             paused_at = time.monotonic()
@@ -114,7 +114,7 @@ def test_a_frozen_server_does_not_stall_the_other(serve, database):  # noqa: F81
     assert max(ordered) <= LIMIT, f"a write through B took {max(ordered):.2f}s (p99 {p99:.2f}s)"
     assert frozen.acked, "A never wrote again after it resumed"
     logged: Counter[str] = Counter(
-        orjson.loads(r.data["payload"]) for r in records(database) if r.type == "RunReported"
+        orjson.loads(r.data["payload"]) for r in records(pg_database) if r.type == "RunReported"
     )
     assert max(logged.values()) == 1, "a report was written twice"
     for reporter in (frozen, other):

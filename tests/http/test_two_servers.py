@@ -1,4 +1,4 @@
-"""Two `flightlog serve` processes on one PostgreSQL database act as one broker and one gate.
+"""Two `flightlog serve` processes on one PostgreSQL pg_database act as one broker and one gate.
 
 A run registered through one server works through the other; an approval requested through
 A and decided through B reaches the agent long-polling A; decisions racing through both
@@ -19,7 +19,6 @@ import httpx
 import pytest
 
 from eventlog import Record, open_log
-from tests.conftest import drop_pg_schema, new_pg_schema, pg_schema_url, pg_unavailable, require_or_skip
 
 from .conftest import OPERATOR, OPERATOR_TOKEN, bearer, operator_token
 from .server import ServerProcess, enrol
@@ -31,24 +30,12 @@ RACES = 12
 
 
 @pytest.fixture
-def database() -> Iterator[str]:
-    """A fresh schema on the PostgreSQL test server, migrated before either server starts."""
-    if reason := pg_unavailable():
-        require_or_skip(reason)
-    schema = new_pg_schema()
-    url = pg_schema_url(schema)
-    open_log(url).close()
-    yield url
-    drop_pg_schema(schema)
-
-
-@pytest.fixture
-def serve(database: str) -> Iterator[Callable[..., ServerProcess]]:
-    """Starts `flightlog serve` processes on the database (`options` are added to its URL)."""
+def serve(pg_database: str) -> Iterator[Callable[..., ServerProcess]]:
+    """Starts `flightlog serve` processes on the pg_database (`options` are added to its URL)."""
     started: list[ServerProcess] = []
 
     def start(options: str = "") -> ServerProcess:
-        server = ServerProcess(database + options, OPERATOR_TOKEN)
+        server = ServerProcess(pg_database + options, OPERATOR_TOKEN)
         started.append(server)
         return server
 
@@ -58,10 +45,10 @@ def serve(database: str) -> Iterator[Callable[..., ServerProcess]]:
 
 
 @pytest.fixture
-def people(database: str) -> dict[str, tuple[dict[str, str], str]]:
-    """alice and bob, approvers each with their own token, enrolled on the database before
+def people(pg_database: str) -> dict[str, tuple[dict[str, str], str]]:
+    """alice and bob, approvers each with their own token, enrolled on the pg_database before
     either server starts: name -> (their token's headers, their credential id)."""
-    return {name: (bearer(operator_token(name)), enrol(database, name)) for name in ("alice", "bob")}
+    return {name: (bearer(operator_token(name)), enrol(pg_database, name)) for name in ("alice", "bob")}
 
 
 @pytest.fixture
@@ -75,7 +62,7 @@ def records(url: str) -> list[Record]:
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
-    """Re-check `condition` (each check is a round trip to a server or the database) until it holds."""
+    """Re-check `condition` (each check is a round trip to a server or the pg_database) until it holds."""
     deadline = time.monotonic() + TIMEOUT
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
@@ -130,7 +117,7 @@ def poll_until(server: ServerProcess, run_id: str, token: str, kind: str) -> lis
     raise AssertionError(f"no {kind} message within {TIMEOUT} s; got {received}")
 
 
-def test_a_run_registered_on_one_server_works_through_the_other(servers, database):
+def test_a_run_registered_on_one_server_works_through_the_other(servers, pg_database):
     a, b = servers
     alpha = register(a, "alpha")
     beta = register(b, "beta")
@@ -155,11 +142,11 @@ def test_a_run_registered_on_one_server_works_through_the_other(servers, databas
 
     wait_until(lambda: listed(a) == listed(b) == ["alpha", "beta"], "both servers list both runs")
     assert operator_get(a, "/api/v1/runs") == operator_get(b, "/api/v1/runs")
-    types = [r.type for r in records(database) if r.stream == "run-alpha"]
+    types = [r.type for r in records(pg_database) if r.stream == "run-alpha"]
     assert types == ["RunRegistered", "RunReported", "RunHeartbeat", "RunRegistrationRefreshed"]
 
 
-def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(people, servers, database):
+def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(people, servers, pg_database):
     a, b = servers
     token = register(a, "agent")
     with ThreadPoolExecutor(1) as pool:
@@ -187,7 +174,7 @@ def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(peo
     for server in (a, b):
         detail = operator_get(server, "/api/v1/runs/agent")
         assert [p["behavior"] for p in detail["permission_requests"]] == ["allow"]
-    log = records(database)
+    log = records(pg_database)
     assert [r.data["decision"] for r in log if r.type == "ApprovalDecided"] == ["approve"]
     # Both servers' followers saw the decision; the run recorded it (and told the agent) once.
     assert [r.type for r in log if r.stream == "run-agent" and r.type.startswith("Permission")] == [
@@ -196,7 +183,7 @@ def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(peo
     ]
 
 
-def test_decisions_racing_through_both_servers_resolve_each_approval_once(people, servers, database):
+def test_decisions_racing_through_both_servers_resolve_each_approval_once(people, servers, pg_database):
     a, b = servers
     token = register(a, "racer")
     for i in range(RACES):
@@ -248,7 +235,7 @@ def test_decisions_racing_through_both_servers_resolve_each_approval_once(people
 
     for server in (a, b):
         assert server.stop() == 0
-    log = records(database)
+    log = records(pg_database)
     decided = {
         r.data["approval_id"]: (r.data["decision"], r.data["actor"])
         for r in log
@@ -266,25 +253,25 @@ def test_decisions_racing_through_both_servers_resolve_each_approval_once(people
     behaviors = {"approve": "allow", "reject": "deny"}
     told = Counter((r.data["approval_id"], r.data["behavior"]) for r in log if r.type == "PermissionDecided")
     assert told == Counter((i, behaviors[winners[i][0]]) for i in ids)
-    with open_log(database) as verified:
+    with open_log(pg_database) as verified:
         assert verified.verify().ok
 
 
-def test_a_server_whose_connections_the_database_dropped_keeps_serving_and_following(serve, database):
+def test_a_server_whose_connections_the_database_dropped_keeps_serving_and_following(serve, pg_database):
     name = f"flightlog_a_{uuid.uuid4().hex[:12]}"
     import psycopg
 
     a, b = serve(f"&application_name={name}"), serve()
     token = register(b, "agent")
     assert a.client.post("/heartbeat", json={"run_id": "agent", "token": token}).text == "ok"
-    with psycopg.connect(database, autocommit=True) as admin:
+    with psycopg.connect(pg_database, autocommit=True) as admin:
         ours = "SELECT pid, query LIKE 'LISTEN%%' FROM pg_stat_activity WHERE application_name = %s"
         wait_until(
             lambda: any(listens for _, listens in admin.execute(ours, (name,)).fetchall()), "A listens"
         )
         backends = admin.execute(ours, (name,)).fetchall()
         assert len(backends) >= 3  # A's writer, a reader, the listener
-        # As a database restart would: every connection of A goes, the listener last; each
+        # As a pg_database restart would: every connection of A goes, the listener last; each
         # call returns once that backend has exited.
         for pid, _ in sorted(backends, key=lambda row: row[1]):
             assert admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,)).fetchone() == (True,)
