@@ -13,6 +13,7 @@ from ._views import GLOBAL_VIEWS, Views, default_views
 from .agent_runs import AgentRun, AgentRunsView
 from .approvals import ApprovalHistoryView, ApprovalRow, PendingApprovalsView, RefusedAttempt
 from .asks import AskRow, OpenAsksView, PeerInfo, PeersView
+from .lists import LIST_PAGE, MAX_LIST_PAGE, ListPage
 from .projects import Project, ProjectsView
 from .run_pages import RunPage
 from .runs import RECENT_PERMISSIONS, FinishStatus, FinishStatusView, RunRegistryView, RunRow
@@ -21,6 +22,8 @@ from .timeline import RunMoment, TimelineEntry, TimelineView
 
 __all__ = [
     "GLOBAL_VIEWS",
+    "LIST_PAGE",
+    "MAX_LIST_PAGE",
     "RECENT_PERMISSIONS",
     "AgentActivityView",
     "AgentRun",
@@ -34,6 +37,7 @@ __all__ = [
     "Diff",
     "FinishStatus",
     "FinishStatusView",
+    "ListPage",
     "Mismatch",
     "OpenAsksView",
     "PeerInfo",

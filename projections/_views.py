@@ -32,6 +32,7 @@ from .approvals import (
 )
 from .asks import AskRow, OpenAsksView, PeerInfo, PeersView, ask_order
 from .broker_timeline import broker_moments, broker_timeline
+from .lists import Lists
 from .projects import Project, ProjectsView, project_order
 from .run_pages import PAGE, RunPage, RunPages
 from .runs import FinishStatus, FinishStatusView, RunRegistryView, RunRow, registry_order
@@ -127,6 +128,7 @@ class Views:
             checkpoint_views=checkpoint_views,
         )
         self.pages = RunPages(log, self.runner.store, self.runner.unreadable)
+        self.lists = Lists(log, self.runner, self.clock, self.approval)  # the live lists, a page at a time
 
     @property
     def names(self) -> list[str]:

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from eventlog import Clock, Record
-from projections import Views
+from projections import LIST_PAGE, MAX_LIST_PAGE, Views
 
 from .._errors import AskConflictError, AskNotFoundError, NotAskPartyError, RunNotFoundError
 from .asks import (
@@ -235,11 +235,22 @@ class Conversations:
 
     def sessions(self) -> list[dict[str, Any]]:
         """Every registered run for peer discovery, in registration order (the seed's field order)."""
-        views = self.broker.views
-        peers = views.peers()
+        out: list[dict[str, Any]] = []
+        after: int | None = None
+        while True:
+            page, after = self.sessions_page(after, MAX_LIST_PAGE)
+            out.extend(page)
+            if after is None:
+                return out
+
+    def sessions_page(
+        self, after: int | None = None, limit: int = LIST_PAGE
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """Registered runs in registration order after the cursor `after`, and the cursor of the
+        next page (None: this is the last). A cursor is the seq that registered a run."""
+        page = self.broker.views.lists.runs(after, limit)
         out = []
-        for row in views.runs():
-            info = peers.get(row.run_id)
+        for row, info in page.rows:
             entry: dict[str, Any] = {"run_id": row.run_id}
             for key in ("label", "backend", "model", "dir"):
                 if info is not None and getattr(info, key):
@@ -249,7 +260,7 @@ class Conversations:
                 entry["status"] = status
             entry["last_seen"] = int(row.last_seen.timestamp())
             out.append(entry)
-        return out
+        return out, page.next
 
     # -- plumbing --------------------------------------------------------------------------
 

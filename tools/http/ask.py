@@ -3,7 +3,8 @@ and peer discovery at `/sessions`, as avenor's broker answers them.
 
 Refusals that avenor's clients decode as JSON (403, 409, and every `/wait_reply` answer)
 are JSON `{"error": …}`; the rest are plain text, like every other wire error. Tokens never
-travel in a URL: `/sessions` takes them in headers (GET) or the body (POST).
+travel in a URL: `/sessions` takes them in headers (GET) or the body (POST). `/sessions` answers
+a page of runs in registration order (`?after=` the `next` of the page before, `?limit=`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from starlette.routing import Route
 from actors import AskError, AskOutcome, Broker
 
 from .calls import refusals, wait_unless_disconnected
+from .paging import page_query
 from .wire import Endpoint, NoResponse, WireError, bearer_token, browser_guard, json_response, string_field
 
 T = TypeVar("T")
@@ -151,7 +153,9 @@ class AskRoutes:
                 raise WireError(401, "unauthorized")
         else:
             await self.authenticated(request)
-        return json_response({"sessions": await run_in_threadpool(self.broker.sessions)})
+        after, limit = page_query(request.query_params)
+        sessions, more = await run_in_threadpool(self.broker.conversations.sessions_page, after, limit)
+        return json_response({"sessions": sessions, "next": more})
 
 
 def outcome_response(outcome: AskOutcome) -> Response:
