@@ -68,7 +68,7 @@ from ._errors import (
     WorkspaceSetupError,
 )
 from ._signal import Signal
-from ._system import System
+from ._system import FOLLOW_POLL, FOLLOW_POLL_WORKERS, System
 from .approvals import (
     APPROVE,
     EXPIRED,
@@ -238,6 +238,8 @@ __all__ = [
     "ENQUEUE",
     "EXPIRED",
     "FAILED",
+    "FOLLOW_POLL",
+    "FOLLOW_POLL_WORKERS",
     "IDLE",
     "IMMEDIATE",
     "MAIN_SESSION_CONTEXT",

@@ -42,6 +42,11 @@ from .sessions import HarnessSource, Projects, Sessions, StrPath, ToolOverrides
 SCHEDULER_MAX_WAIT = 1.0
 # Seconds the follower waits before reading again after the database failed a read.
 FOLLOW_RETRY = 0.2
+# Seconds between the follower's looks at the log's head while it waits for another
+# process's commit (PostgreSQL's notifications wake it sooner); `flightlog serve --workers N`
+# looks more often, so that a push through one worker reaches a poll parked on another at once.
+FOLLOW_POLL = 0.05
+FOLLOW_POLL_WORKERS = 0.005
 # Seconds of commits the follower reads at a time while the log is busy.
 FOLLOW_BATCH = 0.01
 # Seconds an actor may go unused before it is passivated (its thread stopped), by default.
@@ -76,6 +81,7 @@ class System:
         workspace: StrPath | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         idle_timeout: float | None = IDLE_TIMEOUT,
+        follow_poll: float = FOLLOW_POLL,
     ) -> None:
         if idle_timeout is not None and not idle_timeout > 0:
             raise ValueError(
@@ -88,6 +94,7 @@ class System:
         self.views = Views(log, clock=self.clock)
         self._approval_actors = Directory(lambda id: ApprovalActor.start(log, self.clock, id), self.clock)
         self.idle_timeout = idle_timeout
+        self._follow_poll = follow_poll
         self._next_sweep = self.clock.now()
         self.approvals = ApprovalQueue(
             self._approval_actors, self.views, self.clock, timeout=approval_timeout, quorum=quorum
@@ -128,6 +135,7 @@ class System:
         workspace: StrPath | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         idle_timeout: float | None = IDLE_TIMEOUT,
+        follow_poll: float = FOLLOW_POLL,
         **log_options: Any,
     ) -> System:
         """Open a System on a database path, ":memory:", a "postgresql://" URL, or an open log.
@@ -148,6 +156,7 @@ class System:
                 workspace=workspace,
                 ask_timeout=ask_timeout,
                 idle_timeout=idle_timeout,
+                follow_poll=follow_poll,
             )
         log = open_log(target, clock=clock, **log_options)
         try:
@@ -162,6 +171,7 @@ class System:
                 workspace=workspace,
                 ask_timeout=ask_timeout,
                 idle_timeout=idle_timeout,
+                follow_poll=follow_poll,
             )
         except BaseException:
             log.close()
@@ -207,7 +217,9 @@ class System:
             if not caught_up:
                 self._closed.wait(FOLLOW_BATCH)
                 continue
-            for record in self.log.follow(after_seq=self._followed, stop=self._closed):
+            for record in self.log.follow(
+                after_seq=self._followed, stop=self._closed, poll_interval=self._follow_poll
+            ):
                 self._route(record)
                 self._followed = record.seq
                 break  # busy again: read in batches

@@ -41,6 +41,7 @@ from ._record import (
     Record,
     VerifyResult,
 )
+from ._sessions import SessionRow, SessionStore, session_store
 from ._snapshot import RunCheckpointRow, Snapshot, SnapshotStore
 from ._snapshots import snapshot_store
 from ._unreadable import RECORD_ERRORS, Unreadable, readable
@@ -78,6 +79,8 @@ __all__ = [
     "ReadOnlyDatabaseError",
     "Record",
     "RunCheckpointRow",
+    "SessionRow",
+    "SessionStore",
     "Snapshot",
     "SnapshotStore",
     "SnapshotsUnsupported",
@@ -97,6 +100,7 @@ __all__ = [
     "open_log",
     "readable",
     "record_fault",
+    "session_store",
     "snapshot_store",
     "to_micros",
     "upcast_record",

@@ -67,8 +67,9 @@ class CursorStore:
         raise NotImplementedError
 
 
-class SQLiteCursorStore(CursorStore):
-    """Cursors in the `cursors` table of the log's SQLite file (created by a named migration)."""
+class SQLiteSide:
+    """A table beside the log in its SQLite file: a short-lived connection per call (the log's
+    own for an in-memory log), and the table's named migrations applied on first use."""
 
     def __init__(self, log: EventLog) -> None:
         from ._sqlite import translate
@@ -109,7 +110,7 @@ class SQLiteCursorStore(CursorStore):
         from sqlite_utils import Database
 
         db = Database(conn)
-        steps = _migrations()
+        steps = self._steps()
         if not steps.pending(db):
             self._ready = True
             return
@@ -121,6 +122,17 @@ class SQLiteCursorStore(CursorStore):
             conn.execute("ROLLBACK")
             raise
         self._ready = True
+
+    def _steps(self) -> Migrations:
+        """The migrations of this store's table."""
+        raise NotImplementedError
+
+
+class SQLiteCursorStore(SQLiteSide, CursorStore):
+    """Cursors in the `cursors` table of the log's SQLite file (created by a named migration)."""
+
+    def _steps(self) -> Migrations:
+        return _migrations()
 
     def get(self, name: str) -> Cursor | None:
         with self._connection() as conn:
@@ -152,8 +164,11 @@ _PG_CREATE = (
 )
 
 
-class PostgresCursorStore(CursorStore):
-    """Cursors in a `cursors` table of the PostgreSQL log's schema; a short-lived connection per call."""
+class PostgresSide:
+    """A table beside the log in its PostgreSQL schema (`_create` makes it); a short-lived
+    connection per call."""
+
+    _create = ""
 
     def __init__(self, connector: Any, *, readonly: bool = False) -> None:
         self._connector = connector
@@ -168,13 +183,19 @@ class PostgresCursorStore(CursorStore):
         try:
             if not self._ready and not self.readonly:
                 with conn.transaction():
-                    conn.execute(_PG_CREATE)
+                    conn.execute(self._create)
                 self._ready = True
             yield conn
         except psycopg.Error as e:
             raise self._connector.translate(e) from e
         finally:
             conn.close()
+
+
+class PostgresCursorStore(PostgresSide, CursorStore):
+    """Cursors in a `cursors` table of the PostgreSQL log's schema."""
+
+    _create = _PG_CREATE
 
     def get(self, name: str) -> Cursor | None:
         with self._connection() as conn:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -155,3 +156,88 @@ class ServerProcess:
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+WORKER_HEADER = "flightlog-worker"
+PIN_ATTEMPTS = 500  # fresh connections tried until the kernel hands one to the wanted worker
+
+
+class WorkerClient:
+    """An httpx-like client whose requests are all answered by one worker of `serve --workers N`.
+
+    Each thread keeps its own connection, made (again, until the kernel hands it to the wanted
+    worker) before a request is sent on it: a `/health` on the kept-alive connection says
+    which worker holds it (the `Flightlog-Worker` header), and the request follows on it.
+    """
+
+    def __init__(self, url: str, worker: int) -> None:
+        self.url = url
+        self.worker = str(worker)
+        self._local = threading.local()
+        self._all: list[httpx.Client] = []
+        self._lock = threading.Lock()
+
+    def _connected(self) -> httpx.Client:
+        for _ in range(PIN_ATTEMPTS):
+            client: httpx.Client | None = getattr(self._local, "client", None)
+            if client is None:
+                client = httpx.Client(
+                    base_url=self.url,
+                    timeout=30,
+                    headers={"Content-Type": "application/json"},
+                    limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+                )
+                with self._lock:
+                    self._all.append(client)
+                self._local.client = client
+            if client.get("/health").headers.get(WORKER_HEADER) == self.worker:
+                return client
+            client.close()  # held by the other worker: a new connection, a new draw
+            self._local.client = None
+        raise AssertionError(f"no connection reached worker {self.worker} in {PIN_ATTEMPTS} tries")
+
+    def request(self, method: str, path: str, **options: Any) -> httpx.Response:
+        client = self._connected()
+        response = client.request(method, path, **options)
+        client.cookies.clear()  # like a script, not a browser: a cookie goes only where a test sends it
+        assert response.headers.get(WORKER_HEADER) == self.worker, "the connection moved to another worker"
+        return response
+
+    def get(self, path: str, **options: Any) -> httpx.Response:
+        return self.request("GET", path, **options)
+
+    def post(self, path: str, **options: Any) -> httpx.Response:
+        return self.request("POST", path, **options)
+
+    def delete(self, path: str, **options: Any) -> httpx.Response:
+        return self.request("DELETE", path, **options)
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._all:
+                client.close()
+            self._all.clear()
+
+
+class Worker:
+    """One worker of a `ServerProcess` started with `--workers N`, as if it were a server of its
+    own: its `client` reaches that worker only; stopping it stops the whole process."""
+
+    def __init__(self, process: ServerProcess, index: int) -> None:
+        self.process = process
+        self.url = process.url
+        self.db = process.db
+        self.client = WorkerClient(process.url, index)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.client.close()
+        if self.process.proc.poll() is not None:
+            return self.process.proc.returncode
+        return self.process.stop(sig)
+
+    def output(self) -> str:
+        return self.process.output()
+
+    def close(self) -> None:
+        self.client.close()
+        self.process.close()

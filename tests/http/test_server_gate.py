@@ -24,8 +24,8 @@ HALF_OPEN = 300
 @pytest.fixture
 def server(tmp_path, request):
     # `open` unless a test asks for its registration mode (indirect parametrization).
-    registration = getattr(request, "param", "open")
-    args = ("--read-timeout", str(READ_TIMEOUT))
+    registration, *workers = getattr(request, "param", "open").split()
+    args = ("--read-timeout", str(READ_TIMEOUT), *workers)
     served = ServerProcess(tmp_path / "gate.db", OPERATOR_TOKEN, args, registration=registration)
     yield served
     served.close()
@@ -74,7 +74,7 @@ class GoClient:
         self.sock.close()
 
 
-@pytest.mark.parametrize("server", ["open", "enrolled"], indirect=True)
+@pytest.mark.parametrize("server", ["open", "enrolled", "open --workers 2"], indirect=True)
 def test_the_sidecar_flow_byte_for_byte(server):
     """permission request → the operator approves over the API → the run polls permission_decision.
 

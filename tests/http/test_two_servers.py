@@ -1,4 +1,6 @@
-"""Two `flightlog serve` processes on one PostgreSQL pg_database act as one broker and one gate.
+"""Two server processes on one database act as one broker and one gate: two `flightlog serve`
+on one PostgreSQL database, and the two workers of one `flightlog serve --workers 2` on one
+SQLite file (each test's `a` and `b` are then the workers, every request pinned to its worker).
 
 A run registered through one server works through the other; an approval requested through
 A and decided through B reaches the agent long-polling A; decisions racing through both
@@ -21,9 +23,9 @@ import pytest
 from eventlog import Record, open_log
 
 from .conftest import OPERATOR, OPERATOR_TOKEN, bearer, operator_token
-from .server import ServerProcess, enrol
+from .server import ServerProcess, Worker, enrol
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = pytest.mark.slow
 
 TIMEOUT = 30.0
 RACES = 12
@@ -31,7 +33,7 @@ RACES = 12
 
 @pytest.fixture
 def serve(pg_database: str) -> Iterator[Callable[..., ServerProcess]]:
-    """Starts `flightlog serve` processes on the pg_database (`options` are added to its URL)."""
+    """Starts `flightlog serve` processes on the PostgreSQL database (`options` are added to its URL)."""
     started: list[ServerProcess] = []
 
     def start(options: str = "") -> ServerProcess:
@@ -44,16 +46,35 @@ def serve(pg_database: str) -> Iterator[Callable[..., ServerProcess]]:
         server.close()
 
 
+@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres), "sqlite-workers"])
+def database(request: pytest.FixtureRequest, tmp_path) -> str:
+    """The database both servers share: a PostgreSQL one, or a SQLite file for `--workers 2`."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_database"))
+    return str(tmp_path / "workers.db")
+
+
 @pytest.fixture
-def people(pg_database: str) -> dict[str, tuple[dict[str, str], str]]:
-    """alice and bob, approvers each with their own token, enrolled on the pg_database before
+def people(database: str) -> dict[str, tuple[dict[str, str], str]]:
+    """alice and bob, approvers each with their own token, enrolled on the database before
     either server starts: name -> (their token's headers, their credential id)."""
-    return {name: (bearer(operator_token(name)), enrol(pg_database, name)) for name in ("alice", "bob")}
+    return {name: (bearer(operator_token(name)), enrol(database, name)) for name in ("alice", "bob")}
 
 
 @pytest.fixture
-def servers(serve: Callable[..., ServerProcess]) -> tuple[ServerProcess, ServerProcess]:
-    return serve(), serve()
+def servers(database: str) -> Iterator[tuple[ServerProcess | Worker, ServerProcess | Worker]]:
+    """Two servers on `database`: two processes on PostgreSQL, the two workers of one on SQLite."""
+    if database.startswith("postgresql"):
+        pair: tuple[ServerProcess | Worker, ServerProcess | Worker] = (
+            ServerProcess(database, OPERATOR_TOKEN),
+            ServerProcess(database, OPERATOR_TOKEN),
+        )
+    else:
+        process = ServerProcess(database, OPERATOR_TOKEN, ("--workers", "2"))
+        pair = (Worker(process, 0), Worker(process, 1))
+    yield pair
+    for server in pair:
+        server.close()
 
 
 def records(url: str) -> list[Record]:
@@ -62,7 +83,7 @@ def records(url: str) -> list[Record]:
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
-    """Re-check `condition` (each check is a round trip to a server or the pg_database) until it holds."""
+    """Re-check `condition` (each check is a round trip to a server or the database) until it holds."""
     deadline = time.monotonic() + TIMEOUT
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
@@ -117,7 +138,7 @@ def poll_until(server: ServerProcess, run_id: str, token: str, kind: str) -> lis
     raise AssertionError(f"no {kind} message within {TIMEOUT} s; got {received}")
 
 
-def test_a_run_registered_on_one_server_works_through_the_other(servers, pg_database):
+def test_a_run_registered_on_one_server_works_through_the_other(servers, database):
     a, b = servers
     alpha = register(a, "alpha")
     beta = register(b, "beta")
@@ -142,11 +163,11 @@ def test_a_run_registered_on_one_server_works_through_the_other(servers, pg_data
 
     wait_until(lambda: listed(a) == listed(b) == ["alpha", "beta"], "both servers list both runs")
     assert operator_get(a, "/api/v1/runs") == operator_get(b, "/api/v1/runs")
-    types = [r.type for r in records(pg_database) if r.stream == "run-alpha"]
+    types = [r.type for r in records(database) if r.stream == "run-alpha"]
     assert types == ["RunRegistered", "RunReported", "RunHeartbeat", "RunRegistrationRefreshed"]
 
 
-def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(people, servers, pg_database):
+def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(people, servers, database):
     a, b = servers
     token = register(a, "agent")
     with ThreadPoolExecutor(1) as pool:
@@ -174,7 +195,7 @@ def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(peo
     for server in (a, b):
         detail = operator_get(server, "/api/v1/runs/agent")
         assert [p["behavior"] for p in detail["permission_requests"]] == ["allow"]
-    log = records(pg_database)
+    log = records(database)
     assert [r.data["decision"] for r in log if r.type == "ApprovalDecided"] == ["approve"]
     # Both servers' followers saw the decision; the run recorded it (and told the agent) once.
     assert [r.type for r in log if r.stream == "run-agent" and r.type.startswith("Permission")] == [
@@ -183,7 +204,7 @@ def test_an_approval_asked_on_a_and_decided_on_b_reaches_the_agent_polling_a(peo
     ]
 
 
-def test_decisions_racing_through_both_servers_resolve_each_approval_once(people, servers, pg_database):
+def test_decisions_racing_through_both_servers_resolve_each_approval_once(people, servers, database):
     a, b = servers
     token = register(a, "racer")
     for i in range(RACES):
@@ -235,7 +256,7 @@ def test_decisions_racing_through_both_servers_resolve_each_approval_once(people
 
     for server in (a, b):
         assert server.stop() == 0
-    log = records(pg_database)
+    log = records(database)
     decided = {
         r.data["approval_id"]: (r.data["decision"], r.data["actor"])
         for r in log
@@ -253,10 +274,11 @@ def test_decisions_racing_through_both_servers_resolve_each_approval_once(people
     behaviors = {"approve": "allow", "reject": "deny"}
     told = Counter((r.data["approval_id"], r.data["behavior"]) for r in log if r.type == "PermissionDecided")
     assert told == Counter((i, behaviors[winners[i][0]]) for i in ids)
-    with open_log(pg_database) as verified:
+    with open_log(database) as verified:
         assert verified.verify().ok
 
 
+@pytest.mark.postgres
 def test_a_server_whose_connections_the_database_dropped_keeps_serving_and_following(serve, pg_database):
     name = f"flightlog_a_{uuid.uuid4().hex[:12]}"
     import psycopg

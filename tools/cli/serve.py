@@ -11,12 +11,13 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from actors import OPERATOR_DECIDES, System, make_token
+from actors import FOLLOW_POLL, FOLLOW_POLL_WORKERS, OPERATOR_DECIDES, System, make_token
 from eventlog import EventLog, EventLogError, open_log
 
 from .._output import UsageFailure, err_console, progress
@@ -25,12 +26,15 @@ from .limits import quota_options, quotas_given
 from .log_files import check_log_files
 from .token_file import TOKEN_ENV as TOKEN_ENV  # re-exported: the commands that reach a server read it here
 from .token_file import announce, default_path, keep_new_token, read_token, token_problem
+from .workers import default_workers, supervise
 
 if TYPE_CHECKING:
     from ..http import Integrity
 
 EXIT_TAMPERED = 3  # serve refused a log whose chain does not verify or that holds records off the
 # event catalogue (see --allow-tampered)
+MAX_WORKERS = 64
+LISTEN_BACKLOG = 2048  # uvicorn's own default
 PROGRESS_FROM = 50_000  # logs shorter than this verify too fast to need a progress bar
 # glibc's malloc arenas a server may use. By default a process with many threads gets up to
 # 8 per core, each holding its own freed memory: in `flightlog bench soak` (200,000 events,
@@ -54,8 +58,24 @@ class _QueryFreeAccessLog(logging.Filter):
         return True
 
 
-def _serve(app: Any, sock: socket.socket, access_log: bool, log_level: str, read_timeout: float) -> None:
-    """Run uvicorn until it is told to stop; print the bound address once it accepts connections."""
+def _announce(sock: socket.socket) -> None:
+    """The lines that say the server accepts connections (tests and scripts wait for the first)."""
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    url = f"http://{shown}:{bound[1]}"
+    click.echo(f"flightlog: listening on {url}")
+    click.echo(f"flightlog: console at {url}/ui/ (log in with the operator token)")
+
+
+def _serve(
+    app: Any,
+    sock: socket.socket,
+    access_log: bool,
+    log_level: str,
+    read_timeout: float,
+    on_started: Callable[[], object],
+) -> None:
+    """Run uvicorn until it is told to stop; `on_started()` once it accepts connections."""
     import uvicorn  # here, not at the top: every other command starts without the server stack
 
     from ..http import server_config
@@ -64,17 +84,51 @@ def _serve(app: Any, sock: socket.socket, access_log: bool, log_level: str, read
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
             if self.started and self.servers:
-                bound = self.servers[0].sockets[0].getsockname()
-                shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-                url = f"http://{shown}:{bound[1]}"
-                click.echo(f"flightlog: listening on {url}")
-                click.echo(f"flightlog: console at {url}/ui/ (log in with the operator token)")
+                on_started()
 
     config = server_config(app, sock, access_log=access_log, log_level=log_level, read_timeout=read_timeout)
     logging.getLogger("uvicorn.access").addFilter(_QueryFreeAccessLog())
     _log_storage_incidents()
     settle_heap()
     Server(config).run(sockets=[sock])
+
+
+def _worker_count(given: str) -> int:
+    """`--workers`: a count of at least 1, or `auto` for the cores this process may use."""
+    if given.strip().lower() == "auto":
+        return default_workers()
+    try:
+        count = int(given)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_WORKERS:
+        raise click.BadParameter(
+            f"{given!r} is not a count from 1 to {MAX_WORKERS}, or auto", param_hint="--workers"
+        )
+    return count
+
+
+def _serve_workers(
+    count: int, db: str, sock: socket.socket, run: Callable[[EventLog, int, Callable[[], object]], None]
+) -> None:
+    """`--workers N`: N processes, each with its own opening of DB, serving on `sock`."""
+    sock.listen(LISTEN_BACKLOG)  # before the workers: connections wait in the queue, none refused
+
+    def work(index: int, ready: Callable[[], object]) -> None:
+        try:
+            log = open_log(db)
+        except EventLogError as e:
+            raise click.ClickException(str(e)) from e
+        try:
+            run(log, index, ready)
+        finally:
+            log.close()
+
+    def started() -> None:
+        _announce(sock)
+        click.echo(f"flightlog: {count} workers", err=True)
+
+    supervise(count, work, started)
 
 
 def settle_heap() -> None:
@@ -292,6 +346,15 @@ def _new_operator_token_digest(db: str, token_file: str | None) -> str:
     help="POST each approval requested, decided, expired or withdrawn to this webhook (repeatable); "
     "signed with FLIGHTLOG_NOTIFY_SECRET or a key file beside DB.",
 )
+@click.option(
+    "--workers",
+    default="1",
+    show_default=True,
+    metavar="N|auto",
+    help="Server processes on the one database and port (auto: one per core this process may use). "
+    "Each runs the whole server; the log is what they share, so every answer is the same whichever "
+    "worker gives it. Per-process bounds (--events-per-second, the failed-login throttle) apply per worker.",
+)
 @click.option("--public-url", metavar="URL", help="This server's URL in notifications' console links.")
 @click.option(
     "--log-level",
@@ -320,6 +383,7 @@ def serve_cmd(
     notify: tuple[str, ...],
     public_url: str | None,
     log_level: str,
+    workers: str,
 ) -> None:
     """Serve the broker's wire protocol and the operator API over DB until SIGINT or SIGTERM.
 
@@ -356,6 +420,7 @@ def serve_cmd(
     """
     from ..http import PortInUseError, create_app, listen
 
+    count = _worker_count(workers)
     limit_malloc_arenas()
     readable = check_log_files(db)  # refuses, before anything is written, a log others can write
     digest = _operator_token_digest(db, token_file)
@@ -372,6 +437,54 @@ def serve_cmd(
         # down: they land here, so the System below is always closed.
         stop.append(signum)
 
+    quotas = quotas_given()
+
+    def run(
+        log: EventLog,
+        integrity: Integrity,
+        digest: str,
+        worker: int | None,
+        on_started: Callable[[], object],
+        follow_poll: float = FOLLOW_POLL,
+    ) -> None:
+        """Serve on `log` until stopped: the System, the app, uvicorn (and the feeds, unless
+        this is a worker other than the first)."""
+        feeds = not worker
+        system = System.open(
+            log,
+            approval_timeout=approval_timeout,
+            ask_timeout=ask_timeout,
+            idle_timeout=idle_timeout,
+            follow_poll=follow_poll,
+        )
+        if queue_limit is not None:
+            system.broker.queue_limit = queue_limit
+        system.broker.set_quotas(quotas)
+        system.broker.operator_decides = operator_decides
+        try:
+            if stop:
+                return
+            app = create_app(
+                system,
+                operator_token_sha256=digest,
+                integrity=integrity,
+                session_idle=session_idle,
+                session_lifetime=session_lifetime,
+                registration=registration,
+                worker=worker,
+            )
+            with running_feeds(
+                log,
+                db,
+                sock,
+                otlp=otlp if feeds else None,
+                notify=notify if feeds else (),
+                public_url=public_url,
+            ):
+                _serve(app, sock, access_log, log_level, read_timeout, on_started)
+        finally:
+            system.close()
+
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         log, integrity = _open_verified(db, allow_tampered)
@@ -379,30 +492,18 @@ def serve_cmd(
             if readable is not None:  # once the log is served: a refusal stays one line
                 announce(readable)
             digest = digest or _new_operator_token_digest(db, token_file)
-            system = System.open(
-                log, approval_timeout=approval_timeout, ask_timeout=ask_timeout, idle_timeout=idle_timeout
-            )
-            if queue_limit is not None:
-                system.broker.queue_limit = queue_limit
-            system.broker.set_quotas(quotas_given())
-            system.broker.operator_decides = operator_decides
-            try:
-                if not stop:
-                    app = create_app(
-                        system,
-                        operator_token_sha256=digest,
-                        integrity=integrity,
-                        session_idle=session_idle,
-                        session_lifetime=session_lifetime,
-                        registration=registration,
-                    )
-                    with running_feeds(log, db, sock, otlp=otlp, notify=notify, public_url=public_url):
-                        _serve(app, sock, access_log, log_level, read_timeout)
-            finally:
-                system.close()
+            if count == 1:
+                run(log, integrity, digest, None, lambda: _announce(sock))
         finally:
             log.close()
-            sock.close()
+        if count > 1 and not stop:
+            _serve_workers(
+                count,
+                db,
+                sock,
+                lambda log, index, ready: run(log, integrity, digest, index, ready, FOLLOW_POLL_WORKERS),
+            )
+        sock.close()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

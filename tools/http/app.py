@@ -12,6 +12,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors import System
+from eventlog import SessionStore, SnapshotsUnsupported, session_store
 
 from .broker import ENROLLED, POLL_TIMEOUT, BrokerRoutes
 from .console import ConsoleRoutes
@@ -30,6 +31,18 @@ from .wire import Endpoint, WireError, json_response, text_error
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
+WORKER_HEADER = "Flightlog-Worker"
+
+
+def _session_table(system: System) -> SessionStore | None:
+    """The console sessions' table beside the log, shared by every process serving it; None
+    (sessions in this process) for a log that keeps no table beside it."""
+    try:
+        return session_store(system.log)
+    except SnapshotsUnsupported:
+        return None
+
+
 def create_app(
     system: System,
     *,
@@ -41,6 +54,7 @@ def create_app(
     throttle: AuthThrottle | None = None,
     registration: str = ENROLLED,
     max_wait: float = GATE_WAIT,
+    worker: int | None = None,
 ) -> Starlette:
     """The app over an open System; the caller keeps the System open while the app serves.
 
@@ -60,6 +74,8 @@ def create_app(
     `registration` is who may create a run: `enrolled` (the default, as `flightlog serve`'s)
     only operators and enrolment credentials, through the API, so that no stranger takes a
     run id first; `open` also an agent's `/register` of a new id, as the seed (see `broker`).
+    `worker` is this process's number among `serve --workers N`'s, sent back in the
+    `Flightlog-Worker` header of every answer (None: one process, no header).
     `max_wait` is the longest a `/permission_wait` or `/api/v1/events` long poll holds (seconds).
     """
     if operator_token_sha256 and not _DIGEST.fullmatch(operator_token_sha256):
@@ -71,7 +87,7 @@ def create_app(
     async def openapi(request: Request) -> Response:
         return json_response(document)
 
-    sessions = ConsoleSessions(idle=session_idle, lifetime=session_lifetime)
+    sessions = ConsoleSessions(idle=session_idle, lifetime=session_lifetime, store=_session_table(system))
     auth = OperatorAuth(system.operators, operator_token_sha256, sessions, throttle or AuthThrottle())
     broker_routes = BrokerRoutes(system.broker, auth, poll_timeout, registration)
     routes = [
@@ -93,18 +109,23 @@ def create_app(
     app.state.auth = auth
     app.state.storage_incidents = incidents
     app.state.integrity = integrity
+    headers = []
     tamper = integrity.tamper() if integrity is not None else ""
-    if tamper:
-        app.add_middleware(_TamperHeader, line=tamper)
+    if tamper:  # on every answer, so that no client can miss it
+        headers.append((TAMPER_HEADER.lower().encode(), tamper.encode("ascii", "replace")[:2000]))
+    if worker is not None:
+        headers.append((WORKER_HEADER.lower().encode(), str(worker).encode()))
+    if headers:
+        app.add_middleware(_ExtraHeaders, headers=headers)
     return app
 
 
-class _TamperHeader:
-    """Adds the tamper line to every HTTP answer, so that no client can miss it."""
+class _ExtraHeaders:
+    """Adds the same headers to every HTTP answer."""
 
-    def __init__(self, app: ASGIApp, line: str) -> None:
+    def __init__(self, app: ASGIApp, headers: list[tuple[bytes, bytes]]) -> None:
         self.app = app
-        self.header = (TAMPER_HEADER.lower().encode(), line.encode("ascii", "replace")[:2000])
+        self.headers = headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -113,7 +134,7 @@ class _TamperHeader:
 
         async def tagged(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), self.header]}
+                message = {**message, "headers": [*message.get("headers", []), *self.headers]}
             await send(message)
 
         await self.app(scope, receive, tagged)

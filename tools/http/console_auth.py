@@ -19,14 +19,17 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 
 from starlette.requests import Request
+
+from eventlog import SessionRow, SessionStore
 
 CSRF_HEADER = "x-flightlog-csrf"
 SESSION_IDLE = 30 * 60.0
 SESSION_LIFETIME = 12 * 3600.0
 MAX_SESSIONS = 10_000  # live sessions kept; the oldest go first beyond it
+TOUCH_EVERY = 60.0  # seconds: a session's last use is written back at most this often
 
 
 def cookie_name(request: Request) -> str:
@@ -36,57 +39,84 @@ def cookie_name(request: Request) -> str:
     return f"flightlog_session_{port}"
 
 
-@dataclass(frozen=True, slots=True)
-class Session:
-    """A console session: whose credential it holds, and its CSRF secret's digest."""
+class _MemoryStore(SessionStore):
+    """Sessions in this process alone (an app over a log with no table beside it)."""
 
-    credential_id: str
-    csrf_sha256: str
-    started: float
-    last_used: float
+    def __init__(self) -> None:
+        self._rows: dict[str, SessionRow] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> SessionRow | None:
+        with self._lock:
+            return self._rows.get(key)
+
+    def put(self, row: SessionRow, *, keep: int) -> None:
+        with self._lock:
+            self._rows[row.key] = row
+            while len(self._rows) > keep:
+                del self._rows[min(self._rows, key=lambda k: self._rows[k].last_used)]
+
+    def touch(self, key: str, last_used: float) -> None:
+        with self._lock:
+            row = self._rows.get(key)
+            if row is not None:
+                self._rows[key] = replace(row, last_used=last_used)
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._rows.pop(key, None)
+
+    def delete_credential(self, credential_id: str) -> int:
+        with self._lock:
+            gone = [k for k, row in self._rows.items() if row.credential_id == credential_id]
+            for k in gone:
+                del self._rows[k]
+        return len(gone)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._rows)
 
 
 class ConsoleSessions:
-    """Server-side console sessions, keyed by the SHA-256 of the cookie value."""
+    """Console sessions, keyed by the SHA-256 of the cookie value.
+
+    With a `store` beside the log (`eventlog.session_store`), every process serving that log
+    knows the same sessions (`serve --workers N`, servers sharing a PostgreSQL database), and
+    times are wall-clock seconds; without one they are kept in this process.
+    """
 
     def __init__(
         self,
         *,
         idle: float = SESSION_IDLE,
         lifetime: float = SESSION_LIFETIME,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
+        store: SessionStore | None = None,
     ) -> None:
         if idle <= 0 or lifetime <= 0:
             raise ValueError("session idle timeout and lifetime must be positive")
         self.idle = idle
         self.lifetime = lifetime
-        self._clock = clock
-        self._sessions: dict[str, Session] = {}
-        self._lock = threading.Lock()
+        self._clock = clock or (time.time if store is not None else time.monotonic)
+        self._store = store if store is not None else _MemoryStore()
+        # A use is written back at most this often: the idle timeout is kept to within it.
+        self._touch_every = min(TOUCH_EVERY, idle / 10)
 
     def start(self, credential_id: str) -> tuple[str, str]:
         """A new session for `credential_id`: (cookie value, CSRF secret), both shown only now."""
         value, csrf = secrets.token_hex(32), secrets.token_hex(32)
         now = self._clock()
-        with self._lock:
-            if len(self._sessions) >= MAX_SESSIONS:
-                oldest = min(self._sessions, key=lambda k: self._sessions[k].last_used)
-                del self._sessions[oldest]
-            self._sessions[_digest(value)] = Session(credential_id, _digest(csrf), now, now)
+        self._store.put(SessionRow(_digest(value), credential_id, _digest(csrf), now, now), keep=MAX_SESSIONS)
         return value, csrf
 
     def end(self, value: str | None) -> None:
         if value:
-            with self._lock:
-                self._sessions.pop(_digest(value), None)
+            self._store.delete(_digest(value))
 
     def end_credential(self, credential_id: str) -> int:
         """End every session of `credential_id` (it was revoked); return how many ended."""
-        with self._lock:
-            gone = [k for k, s in self._sessions.items() if s.credential_id == credential_id]
-            for k in gone:
-                del self._sessions[k]
-        return len(gone)
+        return self._store.delete_credential(credential_id)
 
     def find(self, value: str | None, csrf: str | None, *, need_csrf: bool) -> str | None:
         """The credential id of a live session with this cookie (and CSRF secret), or None.
@@ -97,21 +127,20 @@ class ConsoleSessions:
             return None
         key = _digest(value)
         now = self._clock()
-        with self._lock:
-            session = self._sessions.get(key)
-            if session is None:
-                return None
-            if now - session.last_used > self.idle or now - session.started > self.lifetime:
-                del self._sessions[key]
-                return None
-            if need_csrf and not (csrf and hmac.compare_digest(_digest(csrf), session.csrf_sha256)):
-                return None
-            self._sessions[key] = Session(session.credential_id, session.csrf_sha256, session.started, now)
-            return session.credential_id
+        session = self._store.get(key)
+        if session is None:
+            return None
+        if now - session.last_used > self.idle or now - session.started > self.lifetime:
+            self._store.delete(key)
+            return None
+        if need_csrf and not (csrf and hmac.compare_digest(_digest(csrf), session.csrf_sha256)):
+            return None
+        if now - session.last_used >= self._touch_every:
+            self._store.touch(key, now)
+        return session.credential_id
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._sessions)
+        return self._store.count()
 
 
 def _digest(value: str) -> str:
