@@ -9,10 +9,12 @@ from ._errors import (
     ApprovalExpiredError,
     ApprovalExpireRunError,
     ApprovalHookError,
+    ApprovalNotInRunError,
     ApprovalNotPendingError,
     ApprovalRecordingError,
     ApprovalRequestError,
     ApprovalResolvingError,
+    ApprovalStillPendingError,
     ApprovalValidationError,
     AskConflictError,
     AskError,
@@ -67,6 +69,7 @@ from ._errors import (
     WorkspaceIdError,
     WorkspaceSetupError,
 )
+from ._fork_decision import ApprovalFork, fork_at_approval
 from ._signal import Signal
 from ._system import FOLLOW_POLL, FOLLOW_POLL_WORKERS, System
 from .approvals import (
@@ -283,7 +286,9 @@ __all__ = [
     "ApprovalError",
     "ApprovalExpireRunError",
     "ApprovalExpiredError",
+    "ApprovalFork",
     "ApprovalHookError",
+    "ApprovalNotInRunError",
     "ApprovalNotPendingError",
     "ApprovalQueue",
     "ApprovalRecordingError",
@@ -291,6 +296,7 @@ __all__ = [
     "ApprovalRequestError",
     "ApprovalResolution",
     "ApprovalResolvingError",
+    "ApprovalStillPendingError",
     "ApprovalValidationError",
     "AskConflictError",
     "AskError",
@@ -405,6 +411,7 @@ __all__ = [
     "enrich_stop_reason",
     "ensure_project_dir",
     "filter_tool_enabled",
+    "fork_at_approval",
     "fork_controller_id",
     "fork_origin",
     "fork_run",

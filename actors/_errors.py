@@ -43,6 +43,8 @@ ActorsError
 │   ├── RunNotActiveError               the run cannot be steered now
 │   └── SessionConflictError            the caller's session is not the current one
 ├── ForkError                       a run cannot be forked, or a fork re-driven, as asked (also ValueError)
+│   ├── ApprovalNotInRunError           no such approval among the run's (also LookupError)
+│   ├── ApprovalStillPendingError       the approval to fork at has no outcome yet
 │   ├── ForkNotFoundError               no fork with that run id (also LookupError)
 │   ├── ForkRedrivenError               the fork was re-driven already, or another re-drive won
 │   └── NotAForkError                   the id names a run or stream that is not a fork
@@ -295,6 +297,14 @@ class QuorumPendingError(ApprovalError):
 
 class ForkError(ActorsError, ValueError):
     """Raised when a run cannot be forked at the seq asked for, or a fork cannot be re-driven as asked."""
+
+
+class ApprovalNotInRunError(ForkError, LookupError):
+    """Raised when a fork at an approval names an approval that is not one of the run's."""
+
+
+class ApprovalStillPendingError(ForkError):
+    """Raised when a fork at an approval names one still waiting for its outcome: decide it first."""
 
 
 class ForkNotFoundError(ForkError, LookupError):

@@ -36,7 +36,7 @@ from ._events_controller import (
     ReconcileDispatched,
     ReconcilePrepared,
 )
-from ._events_fork import ForkedFrom
+from ._events_fork import ForkedFrom, RunForked
 from ._events_operator import OperatorEnrolled, OperatorRevoked, OperatorRoleChanged
 from ._events_run import (
     BrokerReset,
@@ -109,6 +109,7 @@ __all__ = [
     "ReconcilePrepared",
     "RunDeleted",
     "RunFinished",
+    "RunForked",
     "RunHeartbeat",
     "RunInfoUpdated",
     "RunRegistered",

@@ -157,6 +157,15 @@ class BrokerFold:
                 eid, "notice", at, name=_who(d), text=_registered(d["run_id"], origin, d.get("by", "")),
                 detail=origin, status="registered", seq=seq,
             )  # fmt: skip
+        if t == "RunForked":
+            text = (
+                f"Forked from run {d['origin_run_id']} at approval {d['approval_id']}: "
+                f"{d['decision']} by {d['decided_by']} here, {d['recorded']} there"
+            )
+            return TimelineEntry(
+                eid, "notice", at, name=d["decided_by"], text=text, detail=d["origin_run_id"], status="forked",
+                seq=seq,
+            )  # fmt: skip
         if t == "RunTokenRevoked":
             reason = f": {d['reason']}" if d["reason"] else ""
             return TimelineEntry(

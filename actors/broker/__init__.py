@@ -15,6 +15,7 @@ from .agents import (
 from .asks import AskOutcome
 from .broker import Broker
 from .conversation import DEFAULT_ASK_TIMEOUT
+from .fork import BrokerFork, fork_broker_run
 from .gates import Gates, GateStatus
 from .hot import MAX_REGISTERED_RUN_ID, registration_error
 from .model import (
@@ -53,6 +54,7 @@ __all__ = [
     "AgentMessage",
     "AskOutcome",
     "Broker",
+    "BrokerFork",
     "Buckets",
     "ControlMessage",
     "Envelope",
@@ -67,6 +69,7 @@ __all__ = [
     "RunPage",
     "RunView",
     "enrich_stop_reason",
+    "fork_broker_run",
     "make_token",
     "operator_only",
     "poll_agent_messages",

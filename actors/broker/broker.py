@@ -432,9 +432,10 @@ class Broker(PermissionRelay, HotPath):
             self._dir.ask(run_id, Refresh())
         return self._state(run_id)
 
-    def run_command(self, run_id: str, command: object) -> tuple[RunState, list[Record]]:
-        """Decide and record a command of the run's aggregate (RunNotFoundError if it is absent)."""
-        return self._exec(run_id, command)
+    def run_command(self, run_id: str, command: object, *, actor: str = "") -> tuple[RunState, list[Record]]:
+        """Decide and record a command of the run's aggregate (RunNotFoundError if it is absent);
+        `actor` (default: the run) goes in the meta."""
+        return self._exec(run_id, command, actor)
 
     def _state(self, run_id: str) -> RunState:
         known = self._known.get(run_id)

@@ -17,6 +17,7 @@ from eventlog.events import (
     PermissionRequested,
     RunDeleted,
     RunFinished,
+    RunForked,
     RunHeartbeat,
     RunInfoUpdated,
     RunRegistered,
@@ -175,6 +176,14 @@ class DeleteRun:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class RecordFork:
+    """Open a new run's history as a fork: its RunForked, then the origin's events it copies."""
+
+    opening: RunForked
+    copies: tuple[Event, ...]
+
+
 def decide(state: RunState, c: object, now: datetime) -> Decision:
     rid = state.id
     if isinstance(c, RegisterRun):
@@ -204,6 +213,8 @@ def decide(state: RunState, c: object, now: datetime) -> Decision:
         return Decision([RunRekeyed(rid, c.token_sha256, c.by, c.by_credential, now)])
     if isinstance(c, Heartbeat):
         return Decision([RunHeartbeat(rid, now)])
+    if isinstance(c, RecordFork):
+        return Decision([c.opening, *c.copies])
     if isinstance(c, ASK_COMMANDS):
         return decide_ask(state.asks, rid, c, now)
     if isinstance(c, UpdateInfo):

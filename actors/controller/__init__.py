@@ -5,7 +5,7 @@
 
 from .controller import Controller, RunStarted, RunState, make_title
 from .decider import ABORTED, ABORTING, FAILED, IDLE, PERSISTING, RUNNING, STARTING, STOPPED, SUCCEEDED
-from .fork import Fork, fork_controller_id, fork_origin, fork_run
+from .fork import Fork, fork_controller_id, fork_origin, fork_run, fork_run_at_approval
 from .reconcile import Reconciler, intent_digest
 from .recorded_harness import RecordedHarness
 from .recorded_reconciler import RecordedReconciler
@@ -33,6 +33,7 @@ __all__ = [
     "fork_controller_id",
     "fork_origin",
     "fork_run",
+    "fork_run_at_approval",
     "intent_digest",
     "make_title",
     "recorded_turn",

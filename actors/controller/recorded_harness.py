@@ -7,13 +7,16 @@ the origin's decision is never applied by the harness. Where the origin's reconc
 dispatched, it dispatches the same input through the fork's gate (`dispatch`, which
 `System.fork_controller` binds to the controller, whose reconciler then serves the recorded
 result). When the fork's decision or dispatch ends otherwise than the origin's, there is no
-recorded result to serve: the turn ends with `session.error`.
+recorded result to serve: the turn ends with `session.error`. A fork at an approval names the
+step whose decision it changes: once that step has its (other) outcome, a live harness
+(`then`) goes on with the turn, handed the prompt and where it resumes (`HandedOver`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from eventlog import EventLog
@@ -21,11 +24,13 @@ from projections import Views
 
 from .._errors import HarnessError, NoRecordedResultError
 from ..harnesses import (
+    IMMEDIATE,
     JOIN_TIMEOUT,
     PERMISSION_REQUEST,
     SESSION_ERROR,
     SESSION_IDLE,
     TERMINAL,
+    Harness,
     HarnessEvent,
     Publish,
 )
@@ -34,6 +39,24 @@ from .reconcile import DISPATCHED, FAILED
 from .recording import DISPATCH, ERROR, RecordedStep, RecordedTurn, recorded_turn
 
 Dispatch = Callable[[dict[str, Any], str], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class HandedOver:
+    """Where a live harness picks up a fork's turn: after the changed step, decided so."""
+
+    origin_run_id: str
+    after: str  # the id of the permission request whose decision the fork changed
+    tool_call_id: str
+    decision: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "origin_run_id": self.origin_run_id,
+            "after": self.after,
+            "tool_call_id": self.tool_call_id,
+            "decision": self.decision,
+        }
 
 
 class RecordedHarness:
@@ -49,16 +72,32 @@ class RecordedHarness:
     `reconcile_approved`); without one, or when the recording lacks the input dispatched,
     the turn ends with `session.error`, as it does when the dispatch ends otherwise here.
 
+    `changed` is the step whose decision a fork at an approval changes (None otherwise): when
+    it ends otherwise than the origin's, `then` (a live harness) is started and handed the
+    turn, with a HandedOver saying where it resumes if it can take one (`resume`); without
+    `then` the turn ends with `session.error`, as for any divergence.
+
     For tests and re-drivers: `served` (ids published), `decisions` (how each request ended
-    here), `dispatches` (how each recorded dispatch ended here), `diverged` (the divergence
-    message, or ""), `waiting` (the permission step being decided now), `finished` (set when
-    the turn has stopped playing) and `exhausted` (it played every step without a terminal
+    here), `handed_over` (the HandedOver, once the live harness has the turn), `dispatches`
+    (how each recorded dispatch ended here), `diverged` (the divergence message, or ""),
+    `waiting` (the permission step being decided now), `finished` (set when the turn has
+    stopped playing) and `exhausted` (it played every step without a terminal
     event: the recording ran out).
     """
 
-    def __init__(self, turn: RecordedTurn, *, threaded: bool = True) -> None:
+    def __init__(
+        self,
+        turn: RecordedTurn,
+        *,
+        threaded: bool = True,
+        changed: RecordedStep | None = None,
+        then: Harness | None = None,
+    ) -> None:
         self.turn = turn
         self.threaded = threaded
+        self.changed = changed
+        self.then = then
+        self.handed_over: HandedOver | None = None
         self.session_id = turn.session_id or "recorded"
         self.served: list[str] = []
         self.decisions: list[str] = []
@@ -78,10 +117,29 @@ class RecordedHarness:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def for_fork(cls, log: EventLog, fork_run_id: str, *, views: Views | None = None) -> RecordedHarness:
-        """The harness that serves what fork `fork_run_id`'s origin recorded after its fork point."""
+    def for_fork(
+        cls, log: EventLog, fork_run_id: str, *, views: Views | None = None, then: Harness | None = None
+    ) -> RecordedHarness:
+        """The harness that serves what fork `fork_run_id`'s origin recorded after its fork point
+        (for a fork at an approval, up to that approval; then `then` goes on live)."""
         origin = fork_origin(log, fork_run_id, views)
-        return cls(recorded_turn(log, origin.origin_run_id, origin.origin_stream, origin.at_seq, views=views))
+        turn = recorded_turn(log, origin.origin_run_id, origin.origin_stream, origin.at_seq, views=views)
+        changed = None
+        if origin.approval_id:
+            row = (views or Views(log)).approval(origin.approval_id)
+            call_id = row.tool_call_id if row is not None else ""
+            changed = next(
+                (
+                    step
+                    for step in turn.steps[turn.reasked :]
+                    if step.type == PERMISSION_REQUEST and str(step.data.get("tool_call_id") or "") == call_id
+                ),
+                None,
+            )
+            if changed is None:
+                why = f"its origin recorded no request of approval {origin.approval_id}"
+                raise HarnessError(f"fork {fork_run_id}: {why}")
+        return cls(turn, changed=changed, then=then)
 
     @classmethod
     def after(
@@ -101,7 +159,7 @@ class RecordedHarness:
         That happens when the origin was aborted after the fork point, or never ended.
         """
         done = self.finished.is_set() and not self._ended and not self.errors
-        return done and not self.diverged and self._run not in self.aborts
+        return done and not self.diverged and self._run not in self.aborts and self.handed_over is None
 
     def start(self, publish: Publish) -> str:
         with self._lock:
@@ -152,6 +210,11 @@ class RecordedHarness:
                     continue
                 if stop.is_set() or run_id in self.aborts:
                     return  # an abort or close ended the step: that is no divergence
+                if diverged and step is self.changed and self.then is not None:
+                    self._hand_over(publish, run_id, step, self.then)
+                    return
+                if diverged and step is self.changed:
+                    diverged += ": the fork's decision, after which a live harness goes on (none was given)"
                 if diverged:
                     self.diverged = f"no recorded result: {diverged}"
                     data = {"message": self.diverged}
@@ -166,6 +229,20 @@ class RecordedHarness:
             if aborted and not stop.is_set():
                 self._idle_after_abort(publish, run_id)
             self.finished.set()
+
+    def _hand_over(self, publish: Publish, run_id: str, step: RecordedStep, live: Harness) -> None:
+        """Hand the turn to the live harness after the changed step, which ended otherwise here."""
+        at = HandedOver(
+            self.turn.origin_run_id, step.id, str(step.data.get("tool_call_id") or ""), self.decisions[-1]
+        )
+        live.start(publish)
+        with self._lock:
+            self.handed_over = at
+        resume = getattr(live, "resume", None)
+        if callable(resume):
+            resume(run_id, self.turn.prompt, at.to_dict())
+        else:
+            live.send(run_id, self.turn.prompt, IMMEDIATE)
 
     def _ask(self, publish: Publish, run_id: str, step: RecordedStep) -> str:
         """Ask a recorded permission request again; how it diverged from the origin's, or ""."""
@@ -222,10 +299,16 @@ class RecordedHarness:
             self.errors.append(e)
 
     def abort(self, run_id: str) -> None:
-        """Stop the run's turn before its next step; `session.idle` follows once it has stopped."""
+        """Stop the run's turn before its next step; `session.idle` follows once it has stopped
+        (once the live harness has the turn, it is the one aborted)."""
         with self._lock:
-            self.aborts.append(run_id)
+            live = self.then if self.handed_over is not None else None
+            if live is None:
+                self.aborts.append(run_id)
             playing = self._playing and self._run == run_id
+        if live is not None:
+            live.abort(run_id)
+            return
         publish = self._publish
         if not playing and publish is not None:
             self._idle_after_abort(publish, run_id)
@@ -242,3 +325,5 @@ class RecordedHarness:
         with self._lock:
             self._stop.set()
         self.join()
+        if self.then is not None:
+            self.then.close()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .._errors import HarnessError
-from .harness import PERMISSION_REQUEST, SESSION_IDLE, SESSION_SHUTDOWN, HarnessEvent, Publish
+from .harness import IMMEDIATE, PERMISSION_REQUEST, SESSION_IDLE, SESSION_SHUTDOWN, HarnessEvent, Publish
 from .scripted import JOIN_TIMEOUT, TERMINAL
 
 KILL_TIMEOUT = 5.0  # how long a killed program gets to go on SIGTERM before SIGKILL
@@ -40,7 +40,8 @@ class _Process:
 class CommandHarness:
     """Runs a program that speaks JSON lines on stdin and stdout, one process per session.
 
-    flightlog writes `{"op": "prompt", "run_id", "prompt", "delivery"}`,
+    flightlog writes `{"op": "prompt", "run_id", "prompt", "delivery"}` (with `"resume"` when
+    it hands over a fork's turn after a changed decision: `resume`),
     `{"op": "permission", "id", "decision"}` (approve, reject or expired) and
     `{"op": "abort", "run_id"}`; the program writes events `{"type", "run_id", "id", "data"}`
     (a missing run_id means the run it was last given). A reader thread publishes them; for a
@@ -117,7 +118,7 @@ class CommandHarness:
         self._all.append(proc)
         return proc
 
-    def send(self, run_id: str, prompt: str, delivery: str) -> None:
+    def send(self, run_id: str, prompt: str, delivery: str, *, resume: dict[str, str] | None = None) -> None:
         with self._lock:
             if self._publish is None or self._closed:
                 raise HarnessError("the command harness is not started")
@@ -129,7 +130,13 @@ class CommandHarness:
         # Before the write: the program may answer before `_write` returns, and its events
         # without a run id belong to this run.
         proc.active_run = run_id
-        self._write(proc, {"op": "prompt", "run_id": run_id, "prompt": prompt, "delivery": delivery})
+        message = {"op": "prompt", "run_id": run_id, "prompt": prompt, "delivery": delivery}
+        self._write(proc, {**message, "resume": resume} if resume else message)
+
+    def resume(self, run_id: str, prompt: str, at: dict[str, str]) -> None:
+        """Hand the program a turn it resumes: the prompt op carries `resume`, where it goes on
+        (a fork's changed decision: `origin_run_id`, `after`, `tool_call_id`, `decision`)."""
+        self.send(run_id, prompt, IMMEDIATE, resume=at)
 
     def _write(self, proc: _Process, message: dict[str, Any]) -> None:
         stdin = proc.popen.stdin

@@ -49,7 +49,9 @@ def test_a_fork_copies_the_run_up_to_the_seq_and_leaves_the_origin_alone(log):
     assert opening.data == {
         "run_id": "f1", "origin_run_id": origin.run_id, "origin_stream": origin.stream, "at_seq": at,
         "actor": "alice", "reason": "retry with the fixed tool", "at": opening.data["at"],
+        "approval_id": "", "decision": "", "decided_by": "", "identity": "",  # a fork at a seq changes none
     }  # fmt: skip
+    assert opening.schema == 2
     own = [r for r in origin_stream if r.seq <= at and r.data.get("run_id") == origin.run_id]
     assert [r.type for r in copied[1:]] == [r.type for r in own]
     assert fork.copied == len(own)

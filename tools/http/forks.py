@@ -10,6 +10,11 @@ identity. Who re-drives (`actor`) is also the actor in the meta of the events th
 the fork. If the recording runs out
 before a terminal event (the origin was aborted after the fork point, or never ended), the
 fork's run is aborted.
+
+A fork at an approval (`actors.fork_at_approval`) is re-driven from the recording in any
+case: its approval is asked again and decided as the fork says, by whom its ForkedFrom names
+(the operator who asked for the fork); a harness given then goes on live once that decision
+differs from the origin's (a decision equal to the origin's lets the recording serve on).
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from actors import (
     QuorumPendingError,
     RecordedHarness,
     System,
+    fork_origin,
     fork_run,
 )
+from eventlog.events import ForkedFrom
 
 __all__ = ["Fork", "ForkError", "Redriven", "fork_run", "redrive"]
 
@@ -54,6 +61,7 @@ class Redriven:
     diverged: str = ""  # why the recording stopped serving, if a decision differed from the origin's
     ran_out: bool = False  # the recording ended before a terminal event: the run was aborted
     broke: str = ""  # why the recording could not be served on (an event refused): the run was aborted
+    handed_over: bool = False  # after the fork's changed decision, a live harness went on with the turn
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +76,7 @@ class Redriven:
             "diverged": self.diverged,
             "ran_out": self.ran_out,
             "broke": self.broke,
+            "handed_over": self.handed_over,
         }
 
 
@@ -89,10 +98,18 @@ def redrive(
     decide it.
     """
     recording: RecordedHarness | None = None
-    if harness is None:
+    opening = fork_origin(system.log, fork_run_id, system.views)
+    if opening.approval_id:
+        if prompt is not None:
+            raise ForkError("a fork at an approval resumes the origin's turn, with its prompt")
+        harness = recording = RecordedHarness.for_fork(
+            system.log, fork_run_id, views=system.views, then=harness
+        )
+    elif harness is None:
         harness = recording = RecordedHarness.for_fork(system.log, fork_run_id, views=system.views)
     elif apply_recorded:
         raise ForkError("recorded decisions apply only to a re-drive from the recording")
+    change = _Change(opening, system)
     ctrl = system.fork_controller(fork_run_id, harness)
     queue = ctrl.approval_queue()
     signal, unsubscribe = ctrl.subscribe()
@@ -116,6 +133,8 @@ def redrive(
                 if approval.run_id != run_id or approval.id in seen:
                     continue
                 seen.add(approval.id)
+                if change.applies(approval) and change.decide(queue, approval):
+                    continue
                 step = recording.waiting if recording is not None else None
                 if apply_recorded and step is not None and _apply(queue, approval, step.votes, actor):
                     continue
@@ -131,8 +150,37 @@ def redrive(
         return Redriven(fork_run_id, run.id, run.status, reason, False)
     return Redriven(
         fork_run_id, run.id, run.status, reason, True, len(recording.served), tuple(recording.decisions),
-        tuple(recording.dispatches), recording.diverged, ran_out, broke,
+        tuple(recording.dispatches), recording.diverged, ran_out, broke, recording.handed_over is not None,
     )  # fmt: skip
+
+
+class _Change:
+    """The decision a fork at an approval takes there: applied once, to the first approval of its
+    tool call, as the operator its ForkedFrom names."""
+
+    def __init__(self, opening: ForkedFrom, system: System) -> None:
+        self.opening = opening
+        row = system.views.approval(opening.approval_id) if opening.approval_id else None
+        self.tool_call_id = row.tool_call_id if row is not None else None
+        self.done = False
+
+    def applies(self, approval: Approval) -> bool:
+        return not self.done and self.tool_call_id is not None and approval.tool_call_id == self.tool_call_id
+
+    def decide(self, queue: ApprovalQueue, approval: Approval) -> bool:
+        """Decide `approval` as the fork says; False if it still waits (a quorum wants more votes)."""
+        o = self.opening
+        self.done = True
+        why = f"fork of run {o.origin_run_id} at approval {o.approval_id}" + (
+            f": {o.reason}" if o.reason else ""
+        )
+        try:
+            queue.resolve(approval.id, o.decision, o.decided_by, identity=o.identity, reason=why)
+        except QuorumPendingError:
+            return False  # one vote: the others are someone else's
+        except ApprovalError:
+            return True  # decided meanwhile (by an operator or its deadline): that outcome stands
+        return True
 
 
 def _apply(
