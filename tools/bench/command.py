@@ -18,6 +18,7 @@ def bench() -> None:
       flightlog bench approvals --json > approvals.json
       flightlog bench console --quick
       flightlog bench soak --quick
+      flightlog bench workers --quick
     """
 
 
@@ -28,6 +29,7 @@ def register(cli: click.Group) -> None:
     from .log import bench_log
     from .replay import bench_replay
     from .soak import bench_soak
+    from .workers import bench_workers
 
     bench.add_command(bench_log)
     bench.add_command(bench_approvals)
@@ -35,4 +37,5 @@ def register(cli: click.Group) -> None:
     bench.add_command(bench_broker)
     bench.add_command(bench_console)
     bench.add_command(bench_soak)
+    bench.add_command(bench_workers)
     cli.add_command(bench)
