@@ -180,6 +180,15 @@ class Lists:
         )
         return ListPage(tuple(rows), rows[-1].requested_seq if more else None)
 
+    def pending_total(self, now: datetime | None = None) -> int:
+        """How many approvals are pending and not past their deadline at `now` (a count of the open ones)."""
+        when = now or self.clock.now()
+
+        def count(state: dict[str, ApprovalRow]) -> int:
+            return sum(1 for r in state.values() if r.status == PENDING and when < r.expires_at)
+
+        return self.runner.read("pending_approvals", count)
+
     def history(self, after: int | None = None, limit: int = LIST_PAGE) -> ListPage[ApprovalRow]:
         """Approvals in request order after the one requested at seq `after`, with their outcomes:
         the requests are read from the log's approval index, each approval from its own records."""

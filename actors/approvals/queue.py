@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from eventlog import Clock
-from projections import ApprovalRow, Views
+from projections import LIST_PAGE, ApprovalRow, ListPage, Views
 from projections.approvals import history_order
 
 from .._directory import Directory
@@ -373,6 +373,11 @@ class ApprovalQueue:
         """Approvals awaiting a decision, oldest request first (past-deadline ones excluded)."""
         rows = self._views.pending_approvals()
         return [to_approval(r) for r in rows if not self._resolving_here(r.id)]
+
+    def pending_page(self, after: int | None = None, limit: int = LIST_PAGE) -> ListPage[ApprovalRow]:
+        """A page of `pending()` (their rows) after the cursor `after`; `next` is the next page's."""
+        page = self._views.lists.pending(after, limit)
+        return ListPage(tuple(r for r in page.rows if not self._resolving_here(r.id)), page.next)
 
     def get(self, id: str) -> Approval | None:
         """The approval if it is pending and not being resolved right now; else None."""

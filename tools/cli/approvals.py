@@ -13,13 +13,12 @@ import click
 
 from eventlog import EventLog, EventLogError, SystemClock
 from projections import ApprovalRow, Views
-from projections.approvals import load_row, pending_order
 
 from .._output import EXIT_FOUND, console, emit_json, err_console, open_db, shown
 from ..http import Integrity, check_log
 from .decide import approve_cmd, reject_cmd
 from .formats import SHORT_DIGEST, Column, duration, latency, print_table, say_unreadable, when, wide_option
-from .remote import OperatorClient, error_of, one_target, server_option
+from .remote import OperatorClient, one_target, server_option
 
 
 def register(cli: click.Group) -> None:
@@ -76,8 +75,8 @@ def approvals_cmd(db: str | None, server: str | None, show_all: bool, wide: bool
     one_target(db, server)
     if server is not None:
         now = SystemClock().now()
-        history = OperatorClient(server).approval_history()
-        rows = history if show_all else pending_order({r.id: r for r in history}, now)
+        client = OperatorClient(server)
+        rows = client.approval_history() if show_all else client.pending()
     else:
         assert db is not None
         log, views = _open_views(db)
@@ -199,10 +198,10 @@ def _audit_db(db: str) -> tuple[list[ApprovalRow], Integrity, str]:
 
 def _audit_on_server(client: OperatorClient) -> tuple[list[ApprovalRow], Integrity, str]:
     result = client.integrity()
-    status, body = client.call("GET", "/api/v1/approvals/history")
-    if status != 200:
-        return [], result, f"the approval history could not be read: {status} {error_of(body)}"
-    return [load_row(d) for d in body["approvals"]], result, ""
+    try:
+        return client.approval_history(), result, ""
+    except click.ClickException as e:
+        return [], result, f"the approval history could not be read: {e.message}"
 
 
 def _audit_table(rows: list[ApprovalRow], run_id: str | None, wide: bool) -> None:

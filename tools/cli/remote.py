@@ -9,7 +9,7 @@ database file, so both modes print the same.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -17,6 +17,7 @@ import click
 
 from eventlog import CatalogueCheck, Finding, Head, VerifyResult
 from projections import (
+    LIST_PAGE,
     AgentRun,
     ApprovalRow,
     BadSnapshot,
@@ -104,11 +105,30 @@ class OperatorClient:
 
     # -- reads -------------------------------------------------------------------------------
 
+    def pages(self, path: str) -> Iterator[dict[str, Any]]:
+        """The items of a paged list, page after page: each page's `next` is passed back as `after`."""
+        after: Any = None
+        while True:
+            body = self.get(
+                path, {"limit": str(LIST_PAGE), **({} if after is None else {"after": str(after)})}
+            )
+            yield from body["approvals"]
+            after = body.get("next")
+            if after is None:
+                return
+
     def approval_history(self) -> list[ApprovalRow]:
-        return [load_row(d) for d in self.get("/api/v1/approvals/history")["approvals"]]
+        return [load_row(d) for d in self.pages("/api/v1/approvals/history")]
+
+    def pending(self) -> list[ApprovalRow]:
+        """The pending approvals, oldest request first (the seed leaves an empty run, tool call and
+        quorum flag out of each: they are put back)."""
+        empty = {"run_id": "", "tool_call_id": "", "requires_fleet_quorum": False}
+        return [load_row({**empty, **d}) for d in self.pages("/api/v1/approvals")]
 
     def approval(self, approval_id: str) -> ApprovalRow | None:
-        return next((r for r in self.approval_history() if r.id == approval_id), None)
+        found = (load_row(d) for d in self.pages("/api/v1/approvals/history") if d["id"] == approval_id)
+        return next(found, None)
 
     def integrity(self, anchor: Head | None = None) -> Integrity:
         """The server's verdict: its chain walked now, its records and snapshots as checked at its start."""

@@ -2,7 +2,7 @@
 // voted), approve / reject (with a reason) with an inline message when a vote is refused, and one
 // approval's page, which decides too and stays where it is.
 
-import { $, api, confirmDialog, el, idNode, link, runHref, timeNode } from "./util.js";
+import { $, api, confirmDialog, el, idNode, link, moreButton, runHref, timeNode } from "./util.js";
 import { route } from "./router.js";
 
 let me = "";
@@ -93,12 +93,20 @@ async function decide(a, decision, message, refresh) {
   await refresh();
 }
 
-export function renderPending(approvals, refresh) {
+// The overview's first page of pending approvals (oldest first); "more" follows its cursor.
+export function renderPending(overview, refresh) {
   const panel = $("approvals-panel");
+  const approvals = overview.approvals;
   const list = el("ul"); list.id = "approvals";
   list.append(...approvals.map((a) => approvalCard(a, refresh)));
   const none = el("p", "Nothing is waiting for a decision.", "meta"); none.id = "no-approvals"; none.hidden = approvals.length > 0;
-  panel.replaceChildren(el("h2", "Pending approvals"), none, list);
+  panel.replaceChildren(el("h2", `Pending approvals${overview.total > approvals.length ? ` (${overview.total})` : ""}`), none, list);
+  moreButton(panel, "approvals-more", overview.next, async (after) => {
+    const page = await api(`/api/v1/console/overview?after=${encodeURIComponent(after)}`);
+    list.append(...page.approvals.map((a) => approvalCard(a, refresh)));
+    tickCountdowns();
+    return page.next;
+  });
   tickCountdowns();
 }
 

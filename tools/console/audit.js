@@ -1,6 +1,6 @@
-// The audit trail: every approval with its outcome and voters, and the chain's verdict.
+// The audit trail: every approval with its outcome and voters (a page at a time), and the chain's verdict.
 
-import { $, api, duration, el, idNode, link, runHref, showTamper, timeNode } from "./util.js";
+import { $, api, duration, el, idNode, link, moreButton, runHref, showTamper, timeNode } from "./util.js";
 
 export async function loadAudit() {
   const audit = await api("/api/v1/console/audit");
@@ -20,7 +20,19 @@ export async function loadAudit() {
   const head = el("tr");
   for (const h of ["requested", "title", "run", "risk", "digest", "outcome", "by", "latency", "refused"]) head.append(el("th", h));
   table.append(el("thead"), el("tbody")); table.tHead.append(head);
-  for (const a of audit.approvals) {
+  appendRows(table, audit.approvals);
+  const panel = $("audit-panel");
+  panel.replaceChildren(el("h2", "Audit trail"), verdict, table);
+  // The trail comes a page at a time, in request order: "more" follows the cursor.
+  moreButton(panel, "audit-more", audit.next, async (after) => {
+    const page = await api(`/api/v1/console/audit?after=${encodeURIComponent(after)}`);
+    appendRows(table, page.approvals);
+    return page.next;
+  });
+}
+
+function appendRows(table, approvals) {
+  for (const a of approvals) {
     const tr = el("tr");
     const title = el("td"); title.append(link(`/ui/approvals/${encodeURIComponent(a.id)}`, a.title));
     const run = el("td"); if (a.run_id) run.append(idNode(a.run_id, runHref(a.run_id)));
@@ -31,5 +43,4 @@ export async function loadAudit() {
     tr.firstChild.append(timeNode(a.requested_at));
     table.tBodies[0].append(tr);
   }
-  $("audit-panel").replaceChildren(el("h2", "Audit trail"), verdict, table);
 }

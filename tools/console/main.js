@@ -112,7 +112,7 @@ async function refresh() {
   const overview = await api(`/api/v1/console/overview${overviewHead === null ? "" : `?since=${overviewHead}`}`);
   const approvalsChanged = !overview.unchanged;
   overviewHead = overview.head;
-  if (approvalsChanged) renderPending(overview.approvals, refresh);
+  if (approvalsChanged) renderPending(overview, refresh);
   await runs.load();
   await run.followLive();
   await followApproval();

@@ -141,3 +141,17 @@ export function runHref(runId, at) {
   const base = `/ui/runs/${encodeURIComponent(runId)}`;
   return at === undefined || at === null ? base : `${base}?at=${at}`;
 }
+
+// A "more" button after a paged list: each click fetches the page after `next` (`load` appends
+// it and returns its own `next`); it goes away once a page says nothing follows.
+export function moreButton(parent, id, next, load) {
+  if (next === null || next === undefined) return;
+  const button = el("button", "more"); button.type = "button"; button.id = id;
+  let after = next;
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try { after = await load(after); } finally { button.disabled = false; }
+    if (after === null || after === undefined) button.remove();
+  });
+  parent.append(button);
+}

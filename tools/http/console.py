@@ -37,6 +37,7 @@ from .console_reads import (
     voters,
 )
 from .integrity import Integrity
+from .paging import page_query
 from .principals import Operator, OperatorAuth, client_address
 from .run_travel import approvals_changed, broker_travel, page_params, permission_tool, step_seq
 from .travel_reads import moment_seq
@@ -188,7 +189,10 @@ class ConsoleRoutes:
         except ValueError as e:
             raise WireError(400, str(e)) from None
         since = request.query_params.get("since") or ""
-        return json_response(await run_in_threadpool(self._overview, after, limit, since))
+        try:
+            return json_response(await run_in_threadpool(self._overview, after, limit, since))
+        except ValueError as e:
+            raise WireError(400, str(e)) from None
 
     def _overview(self, after: int, limit: int, since: str = "") -> dict[str, Any]:
         """A page of pending approvals (oldest first, after the cursor `after`, a requested seq);
@@ -198,14 +202,10 @@ class ConsoleRoutes:
         now = self.system.clock.now()
         if since.isdigit() and int(since) <= head and not approvals_changed(self.system, int(since)):
             return {"head": head, "now": now, "unchanged": True}
-        rows = views.pending_approvals()
-        start = 0
-        if after:
-            start = next((i for i, a in enumerate(rows) if a.requested_seq > after), len(rows))
-        page = rows[start : start + limit]
-        more = start + limit < len(rows)
-        return {"head": head, "now": now, "total": len(rows), "approvals": [self._approval(a) for a in page],
-                "next": page[-1].requested_seq if more and page else None}  # fmt: skip
+        page = self.system.approvals.pending_page(after or None, limit)
+        total = views.lists.pending_total(now)
+        return {"head": head, "now": now, "total": total, "approvals": [self._approval(a) for a in page.rows],
+                "next": page.next}  # fmt: skip
 
     def _approval(self, a: ApprovalRow) -> dict[str, Any]:
         """An approval with every vote (name and identity) and, for a run's permission, its tool."""
@@ -351,24 +351,31 @@ class ConsoleRoutes:
 
     async def audit(self, request: Request) -> Response:
         started: Integrity | None = getattr(request.app.state, "integrity", None)
-        return json_response(await run_in_threadpool(self._audit, started))
+        after, limit = page_query(request.query_params)
+        try:
+            return json_response(await run_in_threadpool(self._audit, started, after, limit))
+        except ValueError as e:
+            raise WireError(400, str(e)) from None
 
-    def _audit(self, started: Integrity | None) -> dict[str, Any]:
+    def _audit(self, started: Integrity | None, after: int | None, limit: int) -> dict[str, Any]:
+        """A page of the audit trail (request order, after the cursor `after`); the first page
+        also carries the chain's verdict."""
+        page = self.system.views.lists.history(after, limit)
+        out: dict[str, Any] = {"approvals": [_approval_json(a) for a in page.rows], "next": page.next}
+        if after is not None:
+            return out
         result = self.system.log.verify()
-        rows = self.system.views.approval_history()
         found = Integrity(result, started.snapshots if started else None)
-        return {
-            "verify": {
-                "ok": found.ok,
-                "checked": result.checked,
-                "first_bad_seq": result.first_bad_seq,
-                "reason": result.reason,
-                "head": result.head.seq if result.head else 0,
-                "snapshots": found.to_dict()["snapshots"],
-                "tamper": found.tamper() or (started.tamper() if started else ""),
-            },
-            "approvals": [_approval_json(a) for a in rows],
+        out["verify"] = {
+            "ok": found.ok,
+            "checked": result.checked,
+            "first_bad_seq": result.first_bad_seq,
+            "reason": result.reason,
+            "head": result.head.seq if result.head else 0,
+            "snapshots": found.to_dict()["snapshots"],
+            "tamper": found.tamper() or (started.tamper() if started else ""),
         }
+        return out
 
     async def stream(self, request: Request) -> Response:
         async def events() -> AsyncIterator[bytes]:

@@ -35,7 +35,7 @@ from actors import (
 )
 from actors.operators import CONTROL, DECIDE, READ
 from eventlog import Head
-from projections import FinishStatus, RunRow, Views
+from projections import ApprovalRow, FinishStatus, RunRow, Views
 from projections.runs import registry_order
 
 from .calls import call
@@ -43,6 +43,7 @@ from .console_reads import voters
 from .fork_routes import ForkRoutes
 from .integrity import Integrity
 from .operator_admin import OperatorAdminRoutes
+from .paging import page_query
 from .principals import Handler, Operator, OperatorAuth
 from .records import MAX_WAIT, RecordRoutes
 from .run_admin import RunAdminRoutes
@@ -131,18 +132,26 @@ class OperatorRoutes:
     # -- approvals -----------------------------------------------------------------------
 
     async def approvals(self, request: Request) -> Response:
-        pending = await run_in_threadpool(self.system.approvals.pending)
-        return json_response({"approvals": [a.to_dict() for a in pending]})
+        after, limit = page_query(request.query_params)
+        try:
+            page = await run_in_threadpool(self.system.approvals.pending_page, after, limit)
+        except ValueError as e:
+            raise WireError(400, str(e)) from None
+        return json_response({"approvals": [pending_json(r) for r in page.rows], "next": page.next})
 
     async def history(self, request: Request) -> Response:
-        def load() -> list[dict[str, Any]]:
-            # A quorum approval names each voter with the credential that cast the vote.
-            return [
-                {**row.to_dict(), "voters": voters(self.system, row.id)} if row.votes else row.to_dict()
-                for row in self.system.views.approval_history()
-            ]
+        after, limit = page_query(request.query_params)
 
-        return json_response({"approvals": await run_in_threadpool(load)})
+        def load() -> dict[str, Any]:
+            page = self.system.views.lists.history(after, limit)
+            # A quorum approval names each voter with the credential that cast the vote.
+            rows = [
+                {**row.to_dict(), "voters": voters(self.system, row.id)} if row.votes else row.to_dict()
+                for row in page.rows
+            ]
+            return {"approvals": rows, "next": page.next}
+
+        return json_response(await run_in_threadpool(load))
 
     async def decide(self, request: Request) -> Response:
         approval_id = request.path_params["approval_id"]
@@ -271,6 +280,16 @@ def row_summary(row: RunRow, finish: FinishStatus | None) -> dict[str, Any]:
 # Reports, finishes, replies and permission requests a run's detail shows by default (`?limit=`), at most.
 RUN_PAGE = 200
 MAX_RUN_PAGE = 1000
+
+
+def pending_json(row: ApprovalRow) -> dict[str, Any]:
+    """A pending approval as the seed lists it (an empty run, tool call or quorum flag left out),
+    with the rest of its audit row: who asked, its seq, quorum, votes and refused attempts."""
+    out = row.to_dict()
+    for key in ("run_id", "tool_call_id", "requires_fleet_quorum"):
+        if not out[key]:
+            del out[key]
+    return out
 
 
 def query_int(request: Request, name: str, default: int | None, low: int, high: int | None) -> Any:
