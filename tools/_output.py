@@ -102,6 +102,7 @@ Exit codes:
   8    the database cannot be used: not a flightlog log, not a database, damaged,
        unreadable, a directory, a full disk, read-only where a write was needed,
        a log file group or others can write (serve)
+  9    serve --workers N: the workers could not start, or kept ending (their lines say why)
   130  interrupted (Ctrl-C)
 """
 
