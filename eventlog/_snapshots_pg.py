@@ -1,7 +1,8 @@
-"""The snapshot store of a PostgreSQL log: a `snapshots` table in the log's own schema."""
+"""The snapshot store of a PostgreSQL log: the `snapshots` and `run_checkpoints` tables in its schema."""
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import threading
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ import psycopg
 
 from ._errors import ReadOnlyDatabaseError, StorageError
 from ._pgconn import Conn, Connector
-from ._snapshot import Snapshot, SnapshotStore
+from ._snapshot import RunCheckpointRow, Snapshot, SnapshotStore
 
 _COLUMNS = "name, version, seq, hash, digest, size, mac"
 _CREATE = """
@@ -26,7 +27,16 @@ _CREATE = """
         data    BYTEA,
         PRIMARY KEY (name, version, seq)
     );
-    ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS mac TEXT NOT NULL DEFAULT ''
+    ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS mac TEXT NOT NULL DEFAULT '';
+    CREATE TABLE IF NOT EXISTS run_checkpoints (
+        stream  TEXT    NOT NULL,
+        version INTEGER NOT NULL,
+        seq     BIGINT  NOT NULL,
+        hash    TEXT    NOT NULL,
+        data    BYTEA   NOT NULL,
+        mac     TEXT    NOT NULL DEFAULT '',
+        PRIMARY KEY (stream, version)
+    )
 """
 _HAS_MAC = (
     "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
@@ -127,6 +137,29 @@ class PostgresSnapshotStore(SnapshotStore):
         if name is None:
             return self._write("DELETE FROM snapshots WHERE seq > %s", (after,))
         return self._write("DELETE FROM snapshots WHERE name = %s AND seq > %s", (name, after))
+
+    def run_checkpoints(self, stream: str) -> builtins.list[RunCheckpointRow]:
+        with self._connection() as conn:
+            # A read-only store creates nothing: a schema from before the table has no checkpoints.
+            if self.readonly and conn.execute("SELECT to_regclass('run_checkpoints')").fetchone() == (None,):
+                return []
+            rows = conn.execute(
+                "SELECT stream, version, seq, hash, data, mac FROM run_checkpoints WHERE stream = %s "
+                "ORDER BY version",
+                (stream,),
+            ).fetchall()
+        return [RunCheckpointRow(r[0], r[1], r[2], r[3], bytes(r[4]), r[5]) for r in rows]
+
+    def put_run_checkpoints(self, rows: builtins.list[RunCheckpointRow]) -> None:
+        if self.readonly or not rows:
+            return
+        with self._connection() as conn, conn.transaction(), conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO run_checkpoints (stream, version, seq, hash, data, mac) "
+                "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (stream, version) DO UPDATE SET "
+                "seq = EXCLUDED.seq, hash = EXCLUDED.hash, data = EXCLUDED.data, mac = EXCLUDED.mac",
+                [(r.stream, r.version, r.seq, r.hash, r.data, r.mac) for r in rows],
+            )
 
 
 def _with_data(row: tuple[Any, ...]) -> Snapshot:
