@@ -10,7 +10,6 @@ a page of runs in registration order (`?after=` the `next` of the page before, `
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -22,8 +21,9 @@ from starlette.routing import Route
 
 from actors import AskError, AskOutcome, Broker
 
-from .calls import refusals, wait_unless_disconnected
+from .calls import refusals
 from .paging import page_query
+from .waits import GONE, Wait
 from .wire import Endpoint, NoResponse, WireError, bearer_token, browser_guard, json_response, string_field
 
 T = TypeVar("T")
@@ -114,23 +114,18 @@ class AskRoutes:
             raise WireError(400, "missing waiting_for")
         conversations = self.broker.conversations
         loop = asyncio.get_running_loop()
-        woke = asyncio.Event()
-
-        def changed() -> None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(woke.set)
-
-        unsubscribe = conversations.subscribers.add(run_id, changed)
-        try:
-            step = await ask_call(conversations.wait_step, run_id, message_id, None)
-            while not isinstance(step, AskOutcome):
-                # A client that goes away leaves its ask open: asking again gets the reply.
-                if not await wait_unless_disconnected(woke, request.receive, self.recheck):
-                    return NoResponse()
-                woke.clear()
-                step = await ask_call(conversations.wait_step, run_id, message_id, step)
-        finally:
-            unsubscribe()
+        with Wait(request.scope, request.receive) as wait:
+            # Called from the thread that changed the run's conversations.
+            unsubscribe = conversations.subscribers.add(run_id, wait.wake)
+            try:
+                step = await ask_call(conversations.wait_step, run_id, message_id, None)
+                while not isinstance(step, AskOutcome):
+                    # A client that goes away leaves its ask open: asking again gets the reply.
+                    if await wait.until(loop.time() + self.recheck) == GONE:
+                        return NoResponse()
+                    step = await ask_call(conversations.wait_step, run_id, message_id, step)
+            finally:
+                unsubscribe()
         return outcome_response(step)
 
     async def cancel_message(self, request: Request) -> Response:

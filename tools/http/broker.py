@@ -4,9 +4,9 @@ Every rule is the seed's (spec §1.9): the method guard first, then run credenti
 JSON body (POST) or the query (GET), then the handler; plain-text errors, JSON successes.
 Blocking broker calls run in the thread pool; a run's writes (report, finish, reply,
 heartbeat) instead go to its actor as one message with the token check, whose answer wakes
-the loop directly. A long poll waits on an asyncio event that
-the broker's queue listener sets, so a waiting poll holds no thread; its timeout counts from
-the request's arrival. A run id that names no run is refused before any actor is asked: a
+the loop directly. A long poll is a `waits.Wait` that the broker's queue listener wakes: a
+future and a deadline in the loop's wheel, no thread, task or timer of its own; its timeout
+counts from the request's arrival. A run id that names no run is refused before any actor is asked: a
 stranger's request starts nothing.
 
 Registration (`registration`): on a server taking `enrolled` runs (the default), `/register`
@@ -36,7 +36,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive
+from starlette.types import Receive, Scope
 
 from actors import (
     Broker,
@@ -50,8 +50,9 @@ from actors.broker import ORIGIN_SELF
 from actors.operators import CONTROL
 
 from .ask import AskRoutes
-from .calls import Answerable, answer, call, refusals, wait_unless_disconnected
+from .calls import Answerable, answer, call, refusals
 from .principals import OperatorAuth, client_address
+from .waits import GONE, TIMED_OUT, Wait
 from .wire import (
     Endpoint,
     Handler,
@@ -277,12 +278,12 @@ class BrokerRoutes:
 
     async def poll_control(self, request: Request) -> Response:
         arrived = asyncio.get_running_loop().time()
-        messages = await self.poll_raw(await read_body(request), request.receive, arrived)
+        messages = await self.poll_raw(await read_body(request), request.scope, request.receive, arrived)
         if messages is NoResponse:
             return NoResponse()
         return json_response(messages)
 
-    async def poll_raw(self, raw: bytes, receive: Receive, arrived: float) -> Any:
+    async def poll_raw(self, raw: bytes, scope: Scope, receive: Receive, arrived: float) -> Any:
         """The messages a poll `raw` takes, as JSON (null: none), waiting up to the timeout from `arrived`.
 
         NoResponse (the class) if the client went away meanwhile.
@@ -290,40 +291,33 @@ class BrokerRoutes:
         loop = asyncio.get_running_loop()
         deadline = arrived + self.poll_timeout  # from the request's arrival
         run_id, token = await self.admitted(parse_object(raw))
-        woke = asyncio.Event()
-
-        def on_queued() -> None:
-            # Called from an actor's (or the follower's) thread: hand over to the loop.
-            try:
-                loop.call_soon_threadsafe(woke.set)
-            except RuntimeError:
-                return  # the loop is closed: nobody waits any more
 
         def take(done: Callable[[], object]) -> Answerable:
             # The token check and the take are one step of the run's writes: no thread waits.
             return self.broker.call_take_as_run(run_id, token, done)
 
-        unsubscribe = self.broker.on_control(run_id, on_queued)
-        try:
-            authorized, messages = await answer(take)
-            if not authorized:
-                raise WireError(401, "unauthorized")
-            while not messages and (left := deadline - loop.time()) > 0:
-                # Parked: a push may hand over its message in its own commit.
-                parked = self.broker.park(run_id, on_queued, token)
-                present = await wait_unless_disconnected(woke, receive, left)
-                messages = await answer(functools.partial(self.broker.leave, parked))
-                if not present:
-                    return NoResponse
-                if messages or not woke.is_set():
-                    break  # handed its messages, or timed out: nothing was queued meanwhile
-                woke.clear()
-                # Woken by a push, or by the run's token changing: the token shows again.
+        with Wait(scope, receive) as wait:
+            # Called from an actor's (or the follower's) thread when a message is queued.
+            unsubscribe = self.broker.on_control(run_id, wait.wake)
+            try:
                 authorized, messages = await answer(take)
                 if not authorized:
                     raise WireError(401, "unauthorized")
-        finally:
-            unsubscribe()
+                while not messages and loop.time() < deadline:
+                    # Parked: a push may hand over its message in its own commit.
+                    parked = self.broker.park(run_id, wait.wake, token)
+                    woke = await wait.until(deadline)
+                    messages = await answer(functools.partial(self.broker.leave, parked))
+                    if woke == GONE:
+                        return NoResponse
+                    if messages or woke == TIMED_OUT:
+                        break  # handed its messages, or timed out: nothing was queued meanwhile
+                    # Woken by a push, or by the run's token changing: the token shows again.
+                    authorized, messages = await answer(take)
+                    if not authorized:
+                        raise WireError(401, "unauthorized")
+            finally:
+                unsubscribe()
         # Nothing queued is `null`, as the seed's nil slice encodes.
         return [m.to_json() for m in messages] if messages else None
 

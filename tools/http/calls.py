@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
 from starlette.concurrency import run_in_threadpool
-from starlette.types import Receive
 
 from actors import (
     BrokerError,
@@ -104,21 +103,21 @@ async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
     """
     loop = asyncio.get_running_loop()
     answered: asyncio.Future[None] = loop.create_future()
-    inbox = _inboxes.get(loop)
-    if inbox is None:
-        inbox = _inboxes[loop] = _Inbox(loop)
-    post = inbox.post
+    post = inbox_of(loop).post
     here = threading.get_ident()
+
+    def settle() -> None:
+        # A waiter cancelled meanwhile (its client gone) has nothing left to settle.
+        if not answered.done():
+            answered.set_result(None)
 
     def done() -> None:
         if threading.get_ident() == here:
             # Answered inside the call, on the loop's thread: awaiting a settled future does
-            # not yield, so the answer does not wait behind every other ready callback. (A
-            # waiter cancelled meanwhile, its client gone, has nothing left to settle.)
-            if not answered.done():
-                answered.set_result(None)
+            # not yield, so the answer does not wait behind every other ready callback.
+            settle()
         else:
-            post(answered)  # from the broker's writer thread
+            post(settle)  # from the broker's writer thread
 
     # As `refusals()` twice, without a context manager per request: this is every hot write.
     try:
@@ -132,21 +131,30 @@ async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
         raise refusal(e) from None
 
 
+def inbox_of(loop: asyncio.AbstractEventLoop) -> _Inbox:
+    """The loop's inbox: callbacks posted from other threads, run on the loop in batches."""
+    inbox = _inboxes.get(loop)
+    if inbox is None:
+        inbox = _inboxes[loop] = _Inbox(loop)
+    return inbox
+
+
 class _Inbox:
-    """Futures of one loop settled from other threads: one wake-up of the loop per batch of them.
+    """Callbacks of one loop posted from other threads: one wake-up of the loop per batch of them.
 
     The writer answers many calls after each commit; waking the loop for each (a byte down
-    its self-pipe, a syscall) would cost more than settling them all in one turn.
+    its self-pipe, a syscall) would cost more than running them all in one turn.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = weakref.ref(loop)  # weakly: the inbox is the loop's entry in _inboxes
         self._lock = threading.Lock()
-        self._waiting: list[asyncio.Future[None]] = []
+        self._waiting: list[Callable[[], object]] = []
 
-    def post(self, answered: asyncio.Future[None]) -> None:
+    def post(self, callback: Callable[[], object]) -> None:
+        """Run `callback()` on the loop soon (from any thread); dropped if the loop is closed."""
         with self._lock:
-            self._waiting.append(answered)
+            self._waiting.append(callback)
             if len(self._waiting) > 1:
                 return  # a wake-up is on its way, and takes this one too
         loop = self._loop()
@@ -162,27 +170,8 @@ class _Inbox:
     def _settle(self) -> None:
         with self._lock:
             waiting, self._waiting = self._waiting, []
-        for answered in waiting:
-            if not answered.done():
-                answered.set_result(None)
+        for callback in waiting:
+            callback()
 
 
 _inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
-
-
-async def wait_unless_disconnected(event: asyncio.Event, receive: Receive, timeout: float) -> bool:
-    """Wait up to `timeout` seconds for `event`; False as soon as the client disconnects.
-
-    The body has been read in full, so the only message `receive` can still deliver is
-    `http.disconnect`.
-    """
-    woke = asyncio.ensure_future(event.wait())
-    gone = asyncio.ensure_future(receive())
-    try:
-        done, _ = await asyncio.wait({woke, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        woke.cancel()
-        gone.cancel()
-    if gone not in done or gone.exception() is not None:
-        return True
-    return bool(gone.result().get("type") != "http.disconnect")

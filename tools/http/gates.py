@@ -8,7 +8,6 @@ Both answer the request's state as `actors.GateStatus.to_json` says it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 from typing import Any
 
@@ -19,7 +18,8 @@ from starlette.routing import Route
 from actors import Gates
 
 from .ask import Authenticate
-from .calls import call, wait_unless_disconnected
+from .calls import call
+from .waits import GONE, TIMED_OUT, Wait
 from .wire import Endpoint, NoResponse, WireError, browser_guard, json_response, string_field
 
 DEFAULT_WAIT = 30.0  # seconds `/permission_wait` holds a pending request without `timeout`
@@ -49,26 +49,21 @@ class GateRoutes:
         body, _ = await self.authenticated(request)
         run_id, request_id = string_field(body, "run_id"), _request_id(body)
         deadline = arrived + min(wait_field(body), self.max_wait)
-        woke = asyncio.Event()
-
-        def decided_maybe() -> None:
-            # From the thread that committed to the run's stream: hand over to the loop.
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(woke.set)
-
         # Watching first, then reading: a decision between the two still wakes the wait.
-        unsubscribe = self.gates.watch(run_id, decided_maybe)
-        try:
-            status = await call(self.gates.status, run_id, request_id)
-            while status.pending and (left := deadline - loop.time()) > 0:
-                if not await wait_unless_disconnected(woke, request.receive, left):
-                    return NoResponse()
-                if not woke.is_set():
-                    break  # timed out with nothing new
-                woke.clear()
+        with Wait(request.scope, request.receive) as wait:
+            # Called from the thread that committed to the run's stream.
+            unsubscribe = self.gates.watch(run_id, wait.wake)
+            try:
                 status = await call(self.gates.status, run_id, request_id)
-        finally:
-            unsubscribe()
+                while status.pending and loop.time() < deadline:
+                    woke = await wait.until(deadline)
+                    if woke == GONE:
+                        return NoResponse()
+                    if woke == TIMED_OUT:
+                        break  # nothing new
+                    status = await call(self.gates.status, run_id, request_id)
+            finally:
+                unsubscribe()
         return json_response(status.to_json())
 
     async def permission_withdraw(self, request: Request) -> Response:

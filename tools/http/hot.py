@@ -25,8 +25,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .broker import OK, BrokerRoutes
 from .wire import MAX_BODY, NoResponse, WireError, check_declared_length, cross_site_refusal, text_error
 
-# (raw body, request headers, receive, arrival time) -> the JSON value of the answer.
-HotHandler = Callable[[bytes, "Headers", Receive, float], Awaitable[Any]]
+# (raw body, request headers, scope, receive, arrival time) -> the JSON value of the answer.
+HotHandler = Callable[[bytes, "Headers", Scope, Receive, float], Awaitable[Any]]
 PLAIN_OK = object()  # the plain-text `ok` of /heartbeat
 _WANTED = (b"origin", b"content-type", b"content-length", b"authorization")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -87,7 +87,7 @@ class HotRoutes:
             if refusal is not None:
                 raise refusal
             check_declared_length(headers.content_length, MAX_BODY)
-            value = await handler(await read_raw(receive), headers, receive, arrived)
+            value = await handler(await read_raw(receive), headers, scope, receive, arrived)
         except WireError as e:
             await text_error(e)(scope, receive, send)
             return
@@ -108,24 +108,34 @@ class HotRoutes:
 
     # -- the routes (each the `BrokerRoutes` handler of its path) ------------------------------
 
-    async def report(self, raw: bytes, headers: Headers, receive: Receive, arrived: float) -> Any:
+    async def report(
+        self, raw: bytes, headers: Headers, scope: Scope, receive: Receive, arrived: float
+    ) -> Any:
         await self.routes.report_raw(raw)
         return OK
 
-    async def heartbeat(self, raw: bytes, headers: Headers, receive: Receive, arrived: float) -> Any:
+    async def heartbeat(
+        self, raw: bytes, headers: Headers, scope: Scope, receive: Receive, arrived: float
+    ) -> Any:
         await self.routes.heartbeat_raw(raw)
         return PLAIN_OK
 
-    async def finish(self, raw: bytes, headers: Headers, receive: Receive, arrived: float) -> Any:
+    async def finish(
+        self, raw: bytes, headers: Headers, scope: Scope, receive: Receive, arrived: float
+    ) -> Any:
         await self.routes.finish_raw(raw)
         return OK
 
-    async def reply(self, raw: bytes, headers: Headers, receive: Receive, arrived: float) -> Any:
+    async def reply(
+        self, raw: bytes, headers: Headers, scope: Scope, receive: Receive, arrived: float
+    ) -> Any:
         await self.routes.reply_raw(raw)
         return OK
 
-    async def poll_control(self, raw: bytes, headers: Headers, receive: Receive, arrived: float) -> Any:
-        return await self.routes.poll_raw(raw, receive, arrived)
+    async def poll_control(
+        self, raw: bytes, headers: Headers, scope: Scope, receive: Receive, arrived: float
+    ) -> Any:
+        return await self.routes.poll_raw(raw, scope, receive, arrived)
 
 
 async def read_raw(receive: Receive, limit: int = MAX_BODY) -> bytes:

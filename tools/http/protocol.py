@@ -13,15 +13,21 @@ The deadlines are not timers: a timer armed and cancelled per request cost the e
 armed connection notes its deadline in its loop's `_Deadlines`, and one sweep per
 `SWEEP_SECONDS` (a quarter of the shortest timeout when that is less) drops those past theirs:
 a late request is dropped after its deadline, and at most one sweep after it.
+
+Each request's scope carries its connection (`waits.CONNECTION`): a request that waits (a long
+poll) asks it to tell when the connection is lost, rather than reading for the disconnect.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from .waits import CONNECTION
 
 READ_TIMEOUT = 10.0  # seconds a client has to send one whole request
 SWEEP_SECONDS = 1.0  # how often a loop drops the connections past their deadline, at most
@@ -43,6 +49,8 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         self._armed = False  # whether this connection's request has a deadline in `_deadlines`
         self._awaiting_request = True  # between requests (or before the first): a new one may start
         self._head_read = False
+        self._lost = False
+        self._watcher: Callable[[], object] | None = None  # told when the connection is lost
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -50,7 +58,27 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._lost = True
         super().connection_lost(exc)
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher()
+
+    def watch(self, lost: Callable[[], object]) -> bool:
+        """Call `lost()` when the connection is lost (a waiting request's client left); False if it is.
+
+        One request of a connection is served at a time: one watcher at most.
+        """
+        if self._lost:
+            return False
+        self._watcher = lost
+        # A large body may have left reading paused: without reading, a close is never seen.
+        self.flow.resume_reading()
+        return True
+
+    def unwatch(self, lost: Callable[[], object]) -> None:
+        if self._watcher == lost:
+            self._watcher = None
 
     def data_received(self, data: bytes) -> None:
         if self._awaiting_request and not self._armed:
@@ -59,6 +87,7 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._head_read = True
+        self.scope[CONNECTION] = self  # type: ignore[literal-required]  # a waiting request watches it
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
