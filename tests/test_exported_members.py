@@ -6,6 +6,9 @@ import pytest
 
 PACKAGES = [
     "flightlog",
+    "flightlog.integrations",
+    "flightlog.integrations.langgraph",
+    "flightlog.integrations.openai_agents",
     "eventlog",
     "projections",
     "actors",

@@ -11,7 +11,7 @@ from .._aio import AsyncRun
 from .._client import Run
 from .._decision import Decision
 from .._errors import FlightlogError
-from .._gating import current_run
+from .._gating import _current, current_run
 
 VALUE_LIMIT = 4000  # characters of a result, an input or an output kept in a report (as the hook)
 
@@ -22,6 +22,11 @@ AnyRun = Run | AsyncRun
 def run_for(run: AnyRun | None) -> AnyRun:
     """`run`, or the current run (the innermost `with client.run(...)`) when it is None."""
     return run if run is not None else current_run()
+
+
+def current_or_none() -> AnyRun | None:
+    """The current run, or None outside any `with client.run(...)`."""
+    return _current.get()
 
 
 def gate_now(

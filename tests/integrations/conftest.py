@@ -15,6 +15,7 @@ from tests.sdk.conftest import OPERATOR_TOKEN, Served
 
 # (tool, request id) -> ("approve" | "reject", reason), or None to leave the call pending.
 Policy = Callable[[str, str], tuple[str, str] | None]
+BOOT = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}  # the bootstrap admin: reads every record
 FOLLOW_WAIT = 5  # seconds one look at the log waits for a new record (a long poll, not a sleep)
 
 
@@ -51,7 +52,7 @@ class Operator:
         self.decided: dict[str, str] = {}  # request id -> decision
         self.failure: BaseException | None = None
         self._stop = threading.Event()
-        self._after = served.http.get("/api/v1/events", params={"after": 2**62}, headers=_BOOT).json()["head"]
+        self._after = served.http.get("/api/v1/events", params={"after": 2**62}, headers=BOOT).json()["head"]
         self._thread = threading.Thread(target=self._follow, name=f"operator-{name}", daemon=True)
 
     def __enter__(self) -> Operator:
@@ -68,7 +69,7 @@ class Operator:
         try:
             while not self._stop.is_set():
                 params = {"after": self._after, "wait": FOLLOW_WAIT}
-                page = self.served.http.get("/api/v1/events", params=params, headers=_BOOT).json()
+                page = self.served.http.get("/api/v1/events", params=params, headers=BOOT).json()
                 for record in page["records"]:
                     self._see(record)
                 self._after = page["last_seq"]
@@ -92,12 +93,9 @@ class Operator:
         self.decided[data["request_id"]] = decision
 
 
-_BOOT = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-
-
 def reports(served: Served, run_id: str) -> list[tuple[str, Any]]:
     """The run's reports in the order recorded: (state, payload)."""
-    page = served.http.get("/api/v1/events", params={"run": run_id, "limit": 5000}, headers=_BOOT).json()
+    page = served.http.get("/api/v1/events", params={"run": run_id, "limit": 5000}, headers=BOOT).json()
     return [
         (r["data"]["state"], orjson.loads(r["data"]["payload"]) if r["data"]["payload"] else None)
         for r in page["records"]
@@ -107,5 +105,5 @@ def reports(served: Served, run_id: str) -> list[tuple[str, Any]]:
 
 def records(served: Served, run_id: str) -> list[dict[str, Any]]:
     """The run's records as the operator API lists them."""
-    page = served.http.get("/api/v1/events", params={"run": run_id, "limit": 5000}, headers=_BOOT).json()
+    page = served.http.get("/api/v1/events", params={"run": run_id, "limit": 5000}, headers=BOOT).json()
     return list(page["records"])

@@ -39,3 +39,7 @@ def test_the_sdk_and_the_checkpoint_reader_import_without_any_framework():
     # The probe itself imports flightlog, flightlog.integrations and its checkpoints first:
     # a framework imported by any of them fails the probe before the adapter's own import.
     assert "pip install 'flightlog[langgraph]'" in probe("langgraph")
+
+
+def test_an_adapter_without_its_framework_names_the_extra_to_install():
+    assert "pip install 'flightlog[openai-agents]'" in probe("openai_agents")
