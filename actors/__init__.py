@@ -69,7 +69,7 @@ from ._errors import (
     WorkspaceIdError,
     WorkspaceSetupError,
 )
-from ._fork_decision import ApprovalFork, fork_at_approval
+from ._fork_decision import ApprovalFork, approval_to_change, fork_at_approval
 from ._signal import Signal
 from ._system import FOLLOW_POLL, FOLLOW_POLL_WORKERS, System
 from .approvals import (
@@ -402,6 +402,7 @@ __all__ = [
     "WorkspaceSetupError",
     "agent_workspace_dir",
     "approval_actor_state",
+    "approval_to_change",
     "build_group_session_key",
     "build_main_session_key",
     "build_session_key",

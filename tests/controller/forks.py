@@ -121,3 +121,17 @@ MARKER_AGENT = textwrap.dedent(
         print(json.dumps({"type": "session.idle", "id": "i1"}), flush=True)
     """
 )
+
+
+def broker_origin(system: System, run_id: str = "lg-1") -> str:
+    """A broker run that reported two steps, asked to deploy (request `deploy-1`), was refused by
+    bob, and finished failed; return the approval of its request."""
+    broker = system.broker
+    broker.create_run(run_id)
+    broker.ingest(run_id, "report", {"state": "running", "step": "run_tests", "checkpoint_id": "c-1"})
+    broker.ingest(run_id, "report", {"state": "running", "step": "gate"})
+    approval = broker.permission_request(run_id, "deploy-1", "deploy", "Deploy web", '{"env": "prod"}')
+    system.approvals.resolve(approval, "reject", "bob", identity="cred-bob")
+    broker.approval_decided(approval)
+    broker.ingest(run_id, "finish", {"status": "failed", "summary": "deploy refused"})
+    return approval

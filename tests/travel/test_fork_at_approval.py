@@ -17,10 +17,13 @@ from actors import (
 )
 from eventlog import ManualClock, decode
 from eventlog.events import ForkedFrom, RunForked
-from tests.controller.forks import PROMPT, record_origin, timeline
+from tests.controller.forks import PROMPT, broker_origin, record_origin, timeline
 from tools.http.forks import redrive
 
-LIVE = [{"type": "assistant.message", "content": "going on from the changed decision"}, {"type": "session.idle"}]
+LIVE = [
+    {"type": "assistant.message", "content": "going on from the changed decision"},
+    {"type": "session.idle"},
+]
 ALICE = {"decided_by": "alice", "identity": "cred-alice", "actor": "operator:alice (cred-alice)"}
 
 
@@ -67,7 +70,8 @@ def test_an_agent_fork_takes_the_other_decision_then_goes_on_live(system):
     assert (decided.status, decided.actor, decided.identity) == ("reject", "alice", "cred-alice")
     kinds = [(e.kind, e.text) for e in system.views.timeline(f.run_id)]
     assert ("message", "going on from the changed decision") in kinds
-    assert not [e for e in system.views.timeline(f.run_id) if e.kind == "tool"]  # the recorded call never served
+    # The recorded tool call after the approval is never served: a live harness went on instead.
+    assert not [e for e in system.views.timeline(f.run_id) if e.kind == "tool"]
     assert list(system.log.read(origin.stream)) == before  # the origin is only read
 
 
@@ -138,21 +142,8 @@ def test_an_expired_approval_has_no_other_decision_to_take_by_default(system):
 # -- broker runs ---------------------------------------------------------------------------------
 
 
-def broker_origin(system: System) -> tuple[str, str]:
-    """A broker run that reported a step, asked to deploy, and was refused."""
-    broker = system.broker
-    broker.create_run("lg-1")
-    broker.ingest("lg-1", "report", {"state": "running", "step": "run_tests", "checkpoint_id": "c-1"})
-    broker.ingest("lg-1", "report", {"state": "running", "step": "gate"})
-    approval = broker.permission_request("lg-1", "deploy-1", "deploy", "Deploy web", '{"env": "prod"}')
-    system.approvals.resolve(approval, "reject", "bob", identity="cred-bob")
-    broker.approval_decided(approval)
-    broker.ingest("lg-1", "finish", {"status": "failed", "summary": "deploy refused"})
-    return "lg-1", approval
-
-
 def test_a_broker_fork_is_a_new_run_whose_request_is_decided_already(system):
-    run_id, approval = broker_origin(system)
+    run_id, approval = "lg-1", broker_origin(system)
     before = list(system.log.read(f"run-{run_id}"))
 
     f = fork(system, run_id, approval, reason="ship it")
@@ -182,7 +173,8 @@ def test_a_broker_fork_is_a_new_run_whose_request_is_decided_already(system):
     assert list(system.log.read(f"run-{run_id}")) == before
     assert system.log.verify().ok
     texts = [e.text for e in system.views.timeline(f.run_id)]
-    assert any(t.startswith(f"Forked from run {run_id} at approval {approval}: approve by alice") for t in texts)
+    opened = f"Forked from run {run_id} at approval {approval}: approve by alice"
+    assert any(t.startswith(opened) for t in texts)
 
 
 def test_a_broker_forks_copies_name_none_of_the_origins_approvals(system):
@@ -204,4 +196,5 @@ def test_a_broker_forks_copies_name_none_of_the_origins_approvals(system):
     # Its answer to the copied request reaches only an approval of its own, never the origin's.
     broker.permission_decision(f.run_id, "read-1", "allow")
     row = system.views.approval(earlier)
-    assert row is not None and not row.refused
+    assert row is not None
+    assert not row.refused

@@ -18,6 +18,8 @@ from projections import Views
 from .._output import EXIT_FOUND, UsageFailure, console, emit_json, err_console, open_db, shown
 from ..http import ForkError, Redriven, fork_run, redrive
 from . import ids
+from .fork_approval import fork_on_db, fork_on_server, print_fork
+from .remote import one_target, server_option
 from .travel import AT_HELP, parse_at
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,9 +66,24 @@ def redrive_options(fn: F) -> F:
 
 
 @click.command("fork")
-@click.argument("db")
-@click.argument("run_id")
-@click.option("--at", "at_text", required=True, help=f"Copy the run's history up to this moment. {AT_HELP}")
+@click.argument("db", required=False)
+@click.argument("run_id", required=False)
+@server_option
+@click.option("--at", "at_text", default=None, help=f"Copy the run's history up to this moment. {AT_HELP}")
+@click.option(
+    "--at-approval",
+    "approval",
+    default=None,
+    metavar="ID",
+    help="Fork at this decided approval of the run (an id or a unique prefix), which the fork decides "
+    "otherwise (see --decision). Works with --server too.",
+)
+@click.option(
+    "--decision",
+    type=click.Choice(["approve", "reject"]),
+    default=None,
+    help="With --at-approval: the decision the fork takes there (default: the other one than recorded).",
+)
 @click.option(
     "--actor", default=None, help="Who forks (and re-drives), kept in the log (default: cli:<current user>)."
 )
@@ -75,9 +92,12 @@ def redrive_options(fn: F) -> F:
 @redrive_options
 @click.option("--json", "as_json", is_flag=True, help="Print the new run (and its re-drive) as JSON.")
 def fork_cmd(
-    db: str,
-    run_id: str,
-    at_text: str,
+    db: str | None,
+    run_id: str | None,
+    server: str | None,
+    at_text: str | None,
+    approval: str | None,
+    decision: str | None,
     actor: str | None,
     reason: str,
     then_redrive: bool,
@@ -93,13 +113,41 @@ def fork_cmd(
     actor, reason) and copies of the origin run's events up to that seq. The origin is
     never modified. With --redrive the fork is then re-driven to its end, as `redrive` does.
 
+    With --at-approval ID the fork starts just before that approval was asked and takes the
+    other decision there (or --decision's; the recorded one is allowed too), recorded as who
+    asks for the fork: the OS user on DB, the token's operator through --server (so --actor
+    does not apply). An agent run's fork re-driven with --command serves the recording up to
+    the approval, takes the fork's decision, then goes on with the program, live (handed the
+    origin's prompt and where to resume). A broker run's fork is a new run whose request is
+    decided at once: its token is printed (stdout), once, for its agent. Refusals (an approval
+    not of the run, still pending, an expired one without --decision) exit 2.
+
     \b
     Example:
       flightlog fork flightlog.db 7f3a… --at 1200 --reason "retry with the fixed tool"
       flightlog fork flightlog.db 7f3a… --at 1200 --redrive --apply-recorded --json
+      flightlog fork flightlog.db 7f3a… --at-approval 4e75… --redrive --command "python agent.py"
+      FLIGHTLOG_OPERATOR_TOKEN=... flightlog fork --server http://127.0.0.1:8080 build-17 --at-approval 4e75…
     """
+    (run_id,) = one_target(db, server, run_id)
+    assert run_id is not None
+    if (at_text is None) == (approval is None):
+        raise click.UsageError("give one of --at (a moment) and --at-approval (an approval)")
+    if decision is not None and approval is None:
+        raise click.UsageError("--decision needs --at-approval")
     if not then_redrive and (command is not None or prompt is not None or apply_recorded):
         raise click.UsageError("--command, --prompt and --apply-recorded need --redrive")
+    if approval is not None:
+        _fork_at_approval(
+            db, server, run_id, approval, decision, actor, reason, then_redrive, command, prompt,
+            apply_recorded, approval_timeout, as_json,
+        )  # fmt: skip
+        return
+    if server is not None or db is None:
+        raise click.UsageError(
+            "--server forks at an approval (--at-approval); a fork at a moment is made on DB"
+        )
+    assert at_text is not None
     harness = _harness(command, prompt, apply_recorded) if then_redrive else None
     who = _who(actor)
     log = open_db(db, existing_log=True)
@@ -132,6 +180,69 @@ def fork_cmd(
     )
     if done is not None:
         _print_redriven(done)
+
+
+def _fork_at_approval(
+    db: str | None,
+    server: str | None,
+    run_id: str,
+    approval: str,
+    decision: str | None,
+    actor: str | None,
+    reason: str,
+    then_redrive: bool,
+    command: str | None,
+    prompt: str | None,
+    apply_recorded: bool,
+    approval_timeout: float,
+    as_json: bool,
+) -> None:
+    if actor is not None:
+        raise click.UsageError(
+            "--actor: a fork at an approval is recorded as who takes its decision (the OS user on DB, the "
+            "token's operator through --server), never as a name given"
+        )
+    if prompt is not None:
+        raise click.UsageError("--prompt: a fork at an approval resumes the origin's turn, with its prompt")
+    if server is not None:
+        if command is not None or apply_recorded:
+            raise click.UsageError("--command and --apply-recorded re-drive beside DB, not through --server")
+        answer = fork_on_server(server, run_id, approval, decision, reason, then_redrive)
+        if as_json:
+            emit_json(answer)
+        else:
+            print_fork(answer)
+        return
+    assert db is not None
+    harness = _harness(command, None, apply_recorded) if then_redrive else None
+    log = open_db(db, existing_log=True)
+    try:
+        fork = fork_on_db(
+            log, run_id, approval, decision, reason, then_redrive=then_redrive, live=harness is not None
+        )
+        out: dict[str, Any] = {"fork": fork.to_dict(), "redrive": None}
+        if fork.token:
+            out["token"] = fork.token
+        if then_redrive:
+            try:
+                done = _redrive(
+                    db, log, fork.run_id, harness, None, apply_recorded, approval_timeout, fork.decided_by
+                )
+            except click.ClickException as e:
+                e.message = (
+                    f"forked run {run_id} into run {fork.run_id}, but re-driving it failed "
+                    f"(`flightlog redrive DB {fork.run_id}` tries again): {e.message}"
+                )
+                raise
+            out["redrive"] = done.to_dict()
+    finally:
+        log.close()
+    if as_json:
+        emit_json(out)
+        return
+    print_fork(out)
+    if then_redrive:
+        _print_redriven(Redriven(**out["redrive"]))
 
 
 @click.command("redrive")
