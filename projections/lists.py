@@ -169,7 +169,7 @@ class Lists:
         ValueError if `after` is not the seq of an approval's request.
         """
         limit = _limit(limit)
-        place = None if after is None else self._requested_place(after)
+        place = None if not after else self._requested_place(after)  # 0: from the start, as no cursor
         when = now or self.clock.now()
 
         def keep(row: ApprovalRow) -> bool:

@@ -184,17 +184,14 @@ class ConsoleRoutes:
         )
 
     async def overview(self, request: Request) -> Response:
-        try:
-            after, limit = _overview_params(request.query_params)
-        except ValueError as e:
-            raise WireError(400, str(e)) from None
+        after, limit = page_query(request.query_params, OVERVIEW_PAGE, MAX_EVENTS)
         since = request.query_params.get("since") or ""
         try:
             return json_response(await run_in_threadpool(self._overview, after, limit, since))
         except ValueError as e:
             raise WireError(400, str(e)) from None
 
-    def _overview(self, after: int, limit: int, since: str = "") -> dict[str, Any]:
+    def _overview(self, after: int | None, limit: int, since: str = "") -> dict[str, Any]:
         """A page of pending approvals (oldest first, after the cursor `after`, a requested seq);
         with `since` (a head seen before), `unchanged` when no approval record came after it."""
         views = self.system.views
@@ -202,7 +199,7 @@ class ConsoleRoutes:
         now = self.system.clock.now()
         if since.isdigit() and int(since) <= head and not approvals_changed(self.system, int(since)):
             return {"head": head, "now": now, "unchanged": True}
-        page = self.system.approvals.pending_page(after or None, limit)
+        page = self.system.approvals.pending_page(after, limit)
         total = views.lists.pending_total(now)
         return {"head": head, "now": now, "total": total, "approvals": [self._approval(a) for a in page.rows],
                 "next": page.next}  # fmt: skip
@@ -395,14 +392,6 @@ class ConsoleRoutes:
 
         headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
-
-
-def _overview_params(params: Any) -> tuple[int, int]:
-    """The overview's cursor (the requested seq of the last approval shown) and page size."""
-    after, limit = params.get("after") or "0", params.get("limit") or str(OVERVIEW_PAGE)
-    if not after.isdigit() or not limit.isdigit():
-        raise ValueError("after and limit must be whole numbers (after: the cursor of a previous page)")
-    return int(after), min(max(int(limit), 1), MAX_EVENTS)
 
 
 def _approval_json(a: ApprovalRow) -> dict[str, Any]:

@@ -5,63 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 from .fork_routes import fork_paths
+from .openapi_parts import (
+    BODY_TOO_LARGE,
+    NEXT,
+    Schema,
+    json_retry_after,
+    page_parameters,
+    with_storage_faults,
+)
+from .openapi_parts import body as _body
+from .openapi_parts import json_answer as _json
+from .openapi_parts import obj as _obj
+from .openapi_parts import ref as _ref
+from .openapi_parts import strings as _strings
+from .openapi_wire import PAYLOAD as _PAYLOAD
+from .openapi_wire import broker_paths
 from .operator_admin import operator_admin_paths
 from .records import record_paths
 from .run_admin import run_admin_paths
 from .views import view_paths
-
-Schema = dict[str, Any]
-
-_TEXT = {"text/plain": {"schema": {"type": "string"}}}
-
-
-def _ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _strings(*names: str) -> dict[str, Schema]:
-    return {name: {"type": "string"} for name in names}
-
-
-def _obj(properties: dict[str, Schema], required: tuple[str, ...] = (), **extra: Any) -> Schema:
-    out: Schema = {"type": "object", "properties": properties}
-    if required:
-        out["required"] = list(required)
-    out.update(extra)
-    return out
-
-
-def _text(description: str) -> Schema:
-    return {"description": description, "content": _TEXT}
-
-
-def _json(description: str, schema: Schema) -> Schema:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _body(schema: Schema) -> Schema:
-    return {"required": True, "content": {"application/json": {"schema": schema}}}
-
-
-# Every run-authenticated broker path answers these the same way (spec §1.9).
-_AUTH_ERRORS = {
-    "400": _text("`bad request`: the body is not a JSON object of the expected field types"),
-    "401": _text("`unauthorized: missing run_id or token`, or `unauthorized`"),
-    "405": _text("`method not allowed`"),
-    "413": _text("`request body too large` (over 1 MiB)"),
-}
-
-_PAYLOAD: Schema = {"description": "Any JSON value, kept byte for byte; omitted when absent."}
-# One permission request's state, as /permission_wait and /permission_withdraw answer it.
-_GATE: Schema = _obj(
-    {
-        **_strings("request_id", "decided_by", "reason", "approval_id"),
-        "status": {"enum": ["pending", "decided"]},
-        "behavior": {"enum": ["allow", "deny"]},
-        "decision": {"enum": ["approve", "reject", "expired", "withdrawn"]},
-    },
-    ("request_id", "status"),
-)
 
 
 def _schemas() -> dict[str, Schema]:
@@ -115,6 +77,16 @@ def _schemas() -> dict[str, Schema]:
                     {
                         **_strings("origin", "created_by", "created_by_credential"),
                         "token_revoked": {"type": "boolean"},
+                        "page": _obj(
+                            {
+                                "limit": {"type": "integer"},
+                                "before": {"type": ["integer", "null"]},
+                                "next_before": {
+                                    "type": ["integer", "null"],
+                                    "description": "The `before` of the next older page; null on the oldest",
+                                },
+                            }
+                        ),
                         "control_queue": {"type": "array", "items": _ref("ControlMessage")},
                         "reports": {"type": "array", "items": _ref("Report")},
                         "finishes": {"type": "array", "items": _ref("Finish")},
@@ -156,110 +128,6 @@ def _schemas() -> dict[str, Schema]:
     }
 
 
-def _broker_paths() -> dict[str, Schema]:
-    def post(summary: str, request: Schema, ok: Schema, **errors: Schema) -> Schema:
-        return {
-            "post": {
-                "tags": ["broker"],
-                "summary": summary,
-                "requestBody": _body(request),
-                "responses": {"200": ok, **_AUTH_ERRORS, **errors},
-            }
-        }
-
-    def authed(schema: Schema) -> Schema:
-        return {"allOf": [_ref("Credentials"), schema]}
-
-    ok = _json("Recorded", _ref("Ok"))
-    missing = {"404": _text("`run not found`")}
-    health_op = {"tags": ["broker"], "summary": "Liveness", "responses": {"200": _text("`ok`")}}
-    return {
-        "/health": {"get": health_op, "post": {**health_op, "operationId": "health_post"}},
-        "/register": {
-            "post": {
-                "tags": ["broker"],
-                "summary": "Register a run (the caller may choose its token), or re-register with it",
-                "requestBody": _body(_obj(_strings("run_id", "token"), ("run_id",))),
-                "responses": {
-                    "200": _json("The run's token", _ref("Registered")),
-                    "400": _text("`bad request`, `missing run_id`, or an unusable token"),
-                    "403": _text("On a server taking enrolled runs only: nobody created this run"),
-                    "405": _text("`method not allowed`"),
-                    "409": _text("`run already registered` (and the token given is not its token)"),
-                    "413": _text("`request body too large`"),
-                },
-            }
-        },
-        "/heartbeat": post("Mark the run as seen now", _ref("Credentials"), _text("`ok`")),
-        "/push-control": {
-            "post": {
-                "tags": ["broker"],
-                "summary": "Queue a control message for a run",
-                "description": "With an operator token configured, only `Authorization: Bearer` is "
-                "accepted here; otherwise the body carries run credentials.",
-                "security": [{"operatorToken": []}, {}],
-                "requestBody": _body(_ref("ControlMessage")),
-                "responses": {
-                    "200": _json("Queued", _ref("Queued")),
-                    **_AUTH_ERRORS,
-                    "404": _text("`run not found`"),
-                    "429": _text("The run's control queue is full"),
-                },
-            }
-        },
-        "/poll-control": post(
-            "Take every queued control message, waiting up to 2 s when there is none",
-            _ref("Credentials"),
-            _json("Oldest first; `[]` when none arrived", {"type": "array", "items": _ref("ControlMessage")}),
-            **missing,
-        ),
-        "/report": post("Record a progress report", authed(_ref("Report")), ok, **missing),
-        "/finish": post("Record a finish (as given)", authed(_ref("Finish")), ok, **missing),
-        "/reply": post("Record a reply", authed(_ref("Reply")), ok, **missing),
-        "/permission_request": post(
-            "Ask the operator for a permission (an approval of kind `permission`)",
-            authed(_obj(_strings("request_id", "tool_name", "description", "input_preview", "risk"))),
-            ok,
-            **missing,
-        ),
-        "/permission_wait": post(
-            "Wait for the decision on one of the run's permission requests (flightlog's, not the seed's)",
-            authed(
-                _obj(
-                    {**_strings("request_id"), "timeout": {"type": "number", "minimum": 0}},
-                    ("request_id",),
-                )
-            ),
-            _json("Decided, or still pending at the timeout (default 30 s, at most 60)", _GATE),
-            **{"404": _text("`run not found`, or the run filed no such request")},
-        ),
-        "/permission_withdraw": post(
-            "Give one of the run's permission requests up: its outcome is `withdrawn` unless decided first",
-            authed(_obj(_strings("request_id", "reason"), ("request_id",))),
-            _json("The request's state afterwards", _GATE),
-            **{"404": _text("`run not found`, or the run filed no such request")},
-        ),
-        "/permission": post(
-            "Record a permission decision (`allow` or `deny`)",
-            authed(_obj(_strings("request_id", "behavior"))),
-            ok,
-            **missing,
-        ),
-        "/send": post(
-            "Send a message to another run (the token must be from_run_id's)",
-            authed(
-                _obj(
-                    {**_strings("from_run_id", "to_run_id", "type"), "payload": _PAYLOAD},
-                    ("from_run_id", "to_run_id", "type"),
-                )
-            ),
-            _json("Queued", _ref("Queued")),
-            **{"404": _text("`from run not found`, or `run not found: <to_run_id>`")},
-            **{"429": _text("The target's control queue is full")},
-        ),
-    }
-
-
 def _operator_paths() -> dict[str, Schema]:
     def op(summary: str, responses: dict[str, Schema], **extra: Any) -> Schema:
         return {
@@ -269,9 +137,7 @@ def _operator_paths() -> dict[str, Schema]:
             "responses": {
                 "401": _json("No or wrong operator token", _ref("Error")),
                 "403": _json("The operator's role does not allow this", _ref("Error")),
-                "429": _json(
-                    "Too many failed authentications from this address (Retry-After)", _ref("Error")
-                ),
+                "429": json_retry_after("Too many failed authentications from this address"),
                 **responses,
             },
             **extra,
@@ -280,8 +146,11 @@ def _operator_paths() -> dict[str, Schema]:
     def param(name: str) -> Schema:
         return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
 
-    listing = _obj({"approvals": {"type": "array", "items": _ref("Approval")}}, ("approvals",))
-    history = _obj({"approvals": {"type": "array", "items": _ref("ApprovalRow")}}, ("approvals",))
+    pending = {"allOf": [_ref("Approval"), _ref("ApprovalRow")]}
+    listing = _obj({"approvals": {"type": "array", "items": pending}, "next": NEXT}, ("approvals", "next"))
+    history = _obj(
+        {"approvals": {"type": "array", "items": _ref("ApprovalRow")}, "next": NEXT}, ("approvals", "next")
+    )
     error = _ref("Error")
     paths: dict[str, Schema] = {
         "/api/v1/runs": {
@@ -293,8 +162,12 @@ def _operator_paths() -> dict[str, Schema]:
         "/api/v1/runs/{run_id}": {
             "get": op(
                 "One run",
-                {"200": _json("The run", _ref("RunDetail")), "404": _json("No such run", error)},
-                parameters=[param("run_id")],
+                {
+                    "200": _json("The run", _ref("RunDetail")),
+                    "400": _json("A malformed `limit` or `before`", error),
+                    "404": _json("No such run", error),
+                },
+                parameters=[param("run_id"), *_run_page_parameters()],
             )
         },
         "/api/v1/runs/{run_id}/control": {
@@ -306,17 +179,30 @@ def _operator_paths() -> dict[str, Schema]:
                     ),
                     "400": _json("No type", error),
                     "404": _json("No such run", error),
-                    "429": _json("The run's control queue is full", error),
                 },
                 parameters=[param("run_id")],
                 requestBody=_body(_obj({**_strings("type", "id"), "payload": _PAYLOAD}, ("type",))),
             )
         },
         "/api/v1/approvals": {
-            "get": op("Pending approvals, oldest first", {"200": _json("Pending", listing)})
+            "get": op(
+                "Pending approvals, oldest first, a page at a time",
+                {
+                    "200": _json("A page of them: each in the seed's shape and with its audit row", listing),
+                    "400": _json("A malformed `after` or `limit`, or an `after` no page gave", error),
+                },
+                parameters=page_parameters("approvals requested"),
+            )
         },
         "/api/v1/approvals/history": {
-            "get": op("Every approval and its outcome, in request order", {"200": _json("History", history)})
+            "get": op(
+                "Every approval and its outcome, in request order, a page at a time",
+                {
+                    "200": _json("A page of the history", history),
+                    "400": _json("A malformed `after` or `limit`", error),
+                },
+                parameters=page_parameters("approvals requested"),
+            )
         },
         "/api/v1/approvals/{approval_id}/{decision}": {
             "post": op(
@@ -395,7 +281,33 @@ def _operator_paths() -> dict[str, Schema]:
             )
         },
     }
-    return run_admin_paths(op, error, paths)
+    paths = run_admin_paths(op, error, paths)
+    for item in paths.values():  # every operator route that reads a body bounds it
+        for method in ("post", "put", "patch"):
+            if method in item:
+                item[method]["responses"].setdefault("413", _json(BODY_TOO_LARGE, error))
+    return paths
+
+
+def _run_page_parameters() -> list[Schema]:
+    """A run detail's page of reports, finishes, replies and permission requests, newest first."""
+    return [
+        {
+            "name": "limit",
+            "in": "query",
+            "required": False,
+            "description": "At most this many of the run's reports, finishes, replies and permission "
+            "requests together, the newest (default 200, at most 1000)",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 1000},
+        },
+        {
+            "name": "before",
+            "in": "query",
+            "required": False,
+            "description": "Only those recorded before this seq: the `page.next_before` of the page shown",
+            "schema": {"type": "integer", "minimum": 1},
+        },
+    ]
 
 
 def openapi_document() -> dict[str, Any]:
@@ -407,16 +319,18 @@ def openapi_document() -> dict[str, Any]:
             "version": "1",
             "description": "The run broker's wire protocol (seed-compatible) and the operator API.",
         },
-        "paths": {
-            **_broker_paths(),
-            **_operator_paths(),
-            "/openapi.json": {
-                "get": {
-                    "summary": "This document",
-                    "responses": {"200": _json("OpenAPI 3.1", {"type": "object"})},
-                }
-            },
-        },
+        "paths": with_storage_faults(
+            {
+                **broker_paths(),
+                **_operator_paths(),
+                "/openapi.json": {
+                    "get": {
+                        "summary": "This document",
+                        "responses": {"200": _json("OpenAPI 3.1", {"type": "object"})},
+                    }
+                },
+            }
+        ),
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {
@@ -424,7 +338,12 @@ def openapi_document() -> dict[str, Any]:
                     "type": "http",
                     "scheme": "bearer",
                     "description": "An operator's token (the bootstrap admin's, or an enrolled operator's)",
-                }
+                },
+                "runToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A run's token, with the run's id in `X-Run-Id` (`GET /sessions`)",
+                },
             },
         },
         "tags": [
