@@ -283,9 +283,9 @@ def _operator_paths() -> dict[str, Schema]:
     }
     paths = run_admin_paths(op, error, paths)
     for item in paths.values():  # every operator route that reads a body bounds it
-        for method in ("post", "put", "patch"):
-            if method in item:
-                item[method]["responses"].setdefault("413", _json(BODY_TOO_LARGE, error))
+        for operation in item.values():
+            if "requestBody" in operation:
+                operation["responses"].setdefault("413", _json(BODY_TOO_LARGE, error))
     return paths
 
 

@@ -97,9 +97,15 @@ RATE = (
 STORAGE = json_retry_after("Storage failed (disk full, read-only, unreachable): the cause, and Retry-After")
 
 
+STORAGE_FREE = frozenset({"/health", "/openapi.json"})  # answered without touching storage
+
+
 def with_storage_faults(paths: dict[str, Schema]) -> dict[str, Schema]:
-    """Every operation of `paths`, with the 503 a storage fault answers (in place; also returned)."""
-    for item in paths.values():
+    """Every operation of `paths` that reads or writes the log, with the 503 a storage fault
+    answers (in place; also returned)."""
+    for path, item in paths.items():
+        if path in STORAGE_FREE:
+            continue
         for operation in item.values():
             if isinstance(operation, dict) and "responses" in operation:
                 operation["responses"].setdefault("503", STORAGE)
