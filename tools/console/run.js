@@ -45,9 +45,15 @@ function headerNode(t) {
   fact(dl, "last activity", timeNode(h.last_activity));
   fact(dl, "actors", h.actors.length ? h.actors.join(", ") : "—");
   if (h.forked_from) {
+    const f = h.forked_from;
     const p = el("span", null, "provenance"); p.id = "forked-from";
-    p.append(el("span", "forked from "), link(runHref(h.forked_from.run_id, h.forked_from.fork_seq), h.forked_from.title || h.forked_from.run_id),
-      el("span", ` at seq ${h.forked_from.fork_seq}`));
+    p.append(el("span", "forked from "), link(runHref(f.run_id, f.fork_seq), f.title || f.run_id), el("span", ` at seq ${f.fork_seq}`));
+    if (f.approval_id) {
+      const changed = el("span", null, "changed-decision"); changed.id = "forked-decision";
+      changed.append(el("span", ", at approval "), link(`/ui/approvals/${encodeURIComponent(f.approval_id)}`, f.approval_id.slice(0, 8)),
+        el("span", `: ${f.decision} by ${f.decided_by} here (${f.recorded || "?"} there)`));
+      p.append(changed);
+    }
     fact(dl, "provenance", p);
   }
   if (h.forks.length) {
@@ -170,31 +176,67 @@ function approvalsNode(t) {
   return wrap;
 }
 
+const DECIDED = ["approve", "reject", "expired", "withdrawn"]; // approvals that have a decision to change
+const OTHER = { approve: "reject", reject: "approve" };
+
 function forkButton(t) {
-  if (t.kind !== "agent") return el("span");
-  const button = el("button", `Fork at seq ${t.at}…`, "fork"); button.type = "button"; button.id = "fork";
-  button.addEventListener("click", () => fork(t).catch(() => {}));
+  const decided = t.approvals.filter((a) => DECIDED.includes(a.status));
+  if (t.kind !== "agent" && !decided.length) return el("span");
+  const label = t.kind === "agent" ? `Fork at seq ${t.at}…` : "Fork at an approval…";
+  const button = el("button", label, "fork"); button.type = "button"; button.id = "fork";
+  button.addEventListener("click", () => fork(t, decided).catch(() => {}));
   return button;
 }
 
-async function fork(t) {
+// The fork dialog: where (this moment, for an agent run, or one of the run's decided approvals),
+// and at an approval the decision the fork takes there (the other one by default).
+async function fork(t, decided) {
   const extra = el("div", null, "fork-options");
+  const at = el("select"); at.id = "fork-at";
+  if (t.kind === "agent") at.append(new Option(`this moment: seq ${t.at}`, ""));
+  for (const a of decided) at.append(new Option(`approval “${a.title}” (${a.status})`, a.id));
+  const decision = el("select"); decision.id = "fork-decision";
+  decision.append(new Option("approve", "approve"), new Option("reject", "reject"));
+  const decisionLabel = el("label", "Decision there "); decisionLabel.append(decision);
   const reason = el("input"); reason.id = "fork-reason"; reason.placeholder = "why (kept in the log)"; reason.maxLength = 500;
   const redrive = el("input"); redrive.type = "checkbox"; redrive.id = "fork-redrive";
+  const chosen = () => decided.find((a) => a.id === at.value);
+  const sync = () => {
+    const a = chosen();
+    decisionLabel.hidden = !a;
+    if (a) decision.value = OTHER[a.status] || "approve";
+  };
+  at.addEventListener("change", sync);
+  sync();
+  const r0 = el("label", "Fork at "); r0.append(at);
   const r1 = el("label", "Reason "); r1.append(reason);
   const r2 = el("label"); r2.append(redrive, el("span", " re-drive it now from the recording (its approvals wait for you in Pending approvals)"));
-  extra.append(r1, r2);
+  extra.append(r0, decisionLabel, r1);
+  if (t.kind === "agent") extra.append(r2);
   const ok = await confirmDialog(
-    `Fork “${t.header.title}” at seq ${t.at}: a new run is recorded whose history is this run's up to seq ${t.at}. ` +
-    "This run is not changed. The fork opens when it is recorded.", extra);
+    `Fork “${t.header.title}”${t.kind === "agent" ? ` at seq ${t.at} or at an approval` : " at an approval"}: a new run is ` +
+    "recorded whose history is this run's up to there; at an approval the fork takes the decision chosen, as yours. " +
+    "This run is not changed.", extra);
   if (!ok) return;
   const message = $("run-message");
+  const a = chosen();
+  const body = a ? { at_approval: a.id, decision: decision.value, reason: reason.value, redrive: redrive.checked }
+    : { at: t.at, reason: reason.value, redrive: redrive.checked };
   try {
-    const res = await api(`/api/v1/runs/${encodeURIComponent(t.run_id)}/fork`, {
-      method: "POST", body: JSON.stringify({ at: t.at, reason: reason.value, redrive: redrive.checked }),
-    });
+    const res = await api(`/api/v1/runs/${encodeURIComponent(t.run_id)}/fork`, { method: "POST", body: JSON.stringify(body) });
+    if (res.token) await showToken(res);
     navigate(runHref(res.fork.run_id));
   } catch (e) { message.textContent = `Could not fork: ${e.message}`; }
+}
+
+// A broker run's fork goes on in its own agent: its token is shown here once, to hand over.
+async function showToken(res) {
+  const box = el("div", null, "fork-options");
+  const token = el("input"); token.id = "fork-token"; token.readOnly = true; token.value = res.token;
+  box.append(token, el("p", `Start the run's agent on run ${res.fork.run_id} with this token, resuming from before the approval ` +
+    "(a LangGraph graph: resume_config of the fork's approval). It is shown only now.", "meta"));
+  await confirmDialog(`Forked: ${res.fork.decision} by ${res.fork.decided_by} at the approval (it was ${res.fork.recorded}).`, box,
+    { okLabel: "Open the fork" });
 }
 
 function tabsNode(t, tab) {

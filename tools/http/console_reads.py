@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from actors import System
+from actors import System, fork_origin
 from eventlog import Record, from_micros
 from projections import AgentRun, FinishStatus, RunRow
 
@@ -310,10 +310,25 @@ def run_header(system: System, run_id: str, records: list[Record], at: int | Non
                 "run_id": agent.forked_from,
                 "fork_seq": agent.fork_seq,
                 "title": origin.title if origin else "",
+                **_changed_decision(system, run_id),
             }
             if not agent.title and origin is not None:
                 header["title"] = f"fork of {origin.title or origin.run_id} @{agent.fork_seq}"
     return header
+
+
+def _changed_decision(system: System, fork_run_id: str) -> dict[str, Any]:
+    """The decision a fork at an approval changed ({} for a fork at a seq), from its ForkedFrom."""
+    opening = fork_origin(system.log, fork_run_id, system.views)
+    if not opening.approval_id:
+        return {}
+    row = system.views.approval(opening.approval_id)
+    return {
+        "approval_id": opening.approval_id,
+        "decision": opening.decision,
+        "recorded": row.status if row is not None else "",
+        "decided_by": opening.decided_by,
+    }
 
 
 def voters(system: System, approval_id: str) -> list[dict[str, Any]]:

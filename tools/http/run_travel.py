@@ -84,7 +84,7 @@ def broker_travel(
         "last_activity": from_micros(last.recorded_us) if last is not None else None,
         "actors": sorted(actors),
         "forks": [],
-        "forked_from": None,
+        "forked_from": _forked_from(system, stream),
     }
     return {
         "run_id": run_id,
@@ -104,6 +104,23 @@ def broker_travel(
         "before": page.before,
         "approvals": approvals,
         "since": _since(system, run_id, page, now.seq, limit) if not live else _nothing(),
+    }
+
+
+def _forked_from(system: System, stream: str) -> dict[str, Any] | None:
+    """A broker run's provenance: the run and approval it was forked at (its second record says so)."""
+    opening = next(iter(system.log.read(stream, 2, 2)), None)
+    if opening is None or opening.type != "RunForked":
+        return None
+    d = opening.data
+    return {
+        "run_id": d["origin_run_id"],
+        "fork_seq": d["at_seq"],
+        "title": d["origin_run_id"],
+        "approval_id": d["approval_id"],
+        "decision": d["decision"],
+        "recorded": d["recorded"],
+        "decided_by": d["decided_by"],
     }
 
 
