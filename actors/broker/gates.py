@@ -133,18 +133,23 @@ class Gates:
         return approval_id, row
 
     def _reason(self, row: ApprovalRow, decision: str) -> str:
-        if decision == "approve":
-            return f"approved by {row.actor}"
-        if decision == "reject":
-            return f"rejected by {row.actor}"
+        if decision in ("approve", "reject"):
+            # The operator's own words, when they gave any, reach the run (and its model).
+            given = self._given(row)
+            said = f"{'approved' if decision == 'approve' else 'rejected'} by {row.actor}"
+            return f"{said}: {given}" if given else said
         if decision == "expired":
             if row.actor == approval_actor_state().timeout:
                 return "no decision before the request's deadline"
             return f"expired ({row.actor})"
         if decision == "withdrawn":
-            given = ""
-            for record in self.log.approval_records(row.id):
-                if record.type == "ApprovalDecided":
-                    given = str((record.meta or {}).get("reason", ""))
-            return given or "withdrawn by the run"
+            return self._given(row) or "withdrawn by the run"
         return decision
+
+    def _given(self, row: ApprovalRow) -> str:
+        """The reason recorded with the approval's decision ("" if none was given)."""
+        given = ""
+        for record in self.log.approval_records(row.id):
+            if record.type == "ApprovalDecided":
+                given = str((record.meta or {}).get("reason", ""))
+        return given

@@ -65,10 +65,15 @@ async def report_async(run: AnyRun, state: str, payload: dict[str, Any]) -> None
 
 
 def denial(decision: Decision) -> str:
-    """What a model is told when its tool call is not allowed: who said no, and why."""
-    by = f" by {decision.decided_by}" if decision.decided_by else ""
-    reason = f": {decision.reason}" if decision.reason else ""
-    return f"flightlog: {decision.tool or 'the call'} was not allowed ({decision.outcome}{by}){reason}"
+    """What a model is told when its tool call is not allowed: the outcome, who said no, and why.
+
+    The server's reason names the operator and carries their own words (`rejected by bob:
+    not on a Friday`); without one, the decider is named here.
+    """
+    said = f"flightlog: {decision.tool or 'the call'} was not allowed ({decision.outcome})"
+    if decision.reason:
+        return f"{said}: {decision.reason}"
+    return f"{said}: by {decision.decided_by}" if decision.decided_by else said
 
 
 def bounded(value: Any, limit: int = VALUE_LIMIT) -> Any:

@@ -145,7 +145,7 @@ def test_a_denied_call_does_not_run_and_the_model_is_told_who_said_no(served):
     assert isinstance(answer, ToolMessage)
     assert answer.status == "error"
     assert answer.tool_call_id == "lg-no-2"
-    assert answer.content.startswith("flightlog: deploy was not allowed (deny by bob)")
+    assert answer.content == "flightlog: deploy was not allowed (deny): rejected by bob: not on a Friday"
     assert final["messages"][-1].content == "shipped"  # the model went on, as scripted
     complete = [p for s, p in reports(served, "lg-no") if s == "tool.complete" and p["tool"] == "deploy"]
     assert complete == [

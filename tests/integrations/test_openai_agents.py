@@ -97,7 +97,7 @@ def test_a_denied_call_does_not_run_and_the_model_is_told_who_said_no(served, tr
     shown = shipper.shown_last()
     assert shown["type"] == "function_call_output"
     assert shown["call_id"] == "oa-no-2"
-    assert shown["output"].startswith("flightlog: deploy was not allowed (deny by bob)")
+    assert shown["output"] == "flightlog: deploy was not allowed (deny): rejected by bob: not on a Friday"
     assert result.final_output == "shipped"
     # One request, decided once: asked again by decide(), the decision made was the answer.
     requests = served.run("oa-no")["permission_requests"]
