@@ -3,10 +3,7 @@ of the run's decided approvals, the other decision is offered, and the fork name
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,9 +11,11 @@ import pytest
 from actors import System
 from actors.operators import BOOTSTRAP
 from eventlog import open_log
+from tests.controller.forks import approval_in_file as approval_of
 from tests.controller.forks import broker_origin, record_origin
 
-from .test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, log_in, sync_api
+from .served import serving
+from .test_browser import CHROMIUM, CHROMIUM_ARGS, log_in, sync_api
 
 TOKEN = "fork-dialog-8c1e4d7b2a9f3605e1d8c4b7"
 
@@ -33,26 +32,8 @@ def db(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(db):
-    env = {**os.environ, "FLIGHTLOG_OPERATOR_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.cli", "serve", "--db", str(db), "--port", "0"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        url = ""
-        for line in proc.stdout:  # the server prints its address once it accepts connections
-            found = re.search(r"listening on (http://\S+)", line)
-            if found:
-                url = found.group(1)
-                break
-        assert url, "flightlog serve did not start"
+    with serving(db, TOKEN) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 @pytest.fixture(scope="module")
@@ -74,16 +55,6 @@ def page(browser, server):
     page.locator("#runs tbody tr").first.wait_for()
     yield page
     context.close()
-
-
-def approval_of(db: Path, run_id: str) -> str:
-    log = open_log(db, readonly=True)
-    try:
-        with System.open(log, scheduler=False) as system:
-            [row] = [r for r in system.views.approval_history() if r.run_id == run_id]
-            return row.id
-    finally:
-        log.close()
 
 
 def test_a_broker_run_is_forked_at_its_refused_approval_and_the_token_shown_once(page, server, db):

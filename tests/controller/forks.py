@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 import threading
 from collections.abc import Callable
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors import HarnessEvent, ScriptedHarness, System
-from eventlog import EventLog, Record
+from eventlog import EventLog, Record, open_log
 from projections import TimelineEntry, Views
 
 from .helpers import TURN, WAIT, ManualHarness, wait_pending, wait_until
@@ -135,3 +136,14 @@ def broker_origin(system: System, run_id: str = "lg-1") -> str:
     broker.approval_decided(approval)
     broker.ingest(run_id, "finish", {"status": "failed", "summary": "deploy refused"})
     return approval
+
+
+def approval_in_file(db: str | os.PathLike[str], run_id: str) -> str:
+    """The id of the one approval of run `run_id` in the log file `db` (read only)."""
+    log = open_log(db, readonly=True)
+    try:
+        with System.open(log, scheduler=False) as system:
+            [row] = [r for r in system.views.approval_history() if r.run_id == run_id]
+            return row.id
+    finally:
+        log.close()

@@ -15,6 +15,7 @@ import pytest
 from actors import System
 from actors.operators import VIEWER
 from eventlog import ManualClock, open_log
+from tests.controller.forks import approval_in_file as approval_of
 from tests.controller.forks import broker_origin, record_origin
 from tests.tools.helpers import TOKEN, TOKEN_ENV, run
 from tools.demo.background import BackgroundServer
@@ -35,16 +36,6 @@ RESUMING_AGENT = textwrap.dedent(
         print(json.dumps({"type": "session.idle", "id": "live-2", "data": {}}), flush=True)
     """
 )
-
-
-def approval_of(db: Path, run_id: str) -> str:
-    log = open_log(db, readonly=True)
-    try:
-        with System.open(log, scheduler=False) as system:
-            [row] = [r for r in system.views.approval_history() if r.run_id == run_id]
-            return row.id
-    finally:
-        log.close()
 
 
 @pytest.fixture

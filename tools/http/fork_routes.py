@@ -64,12 +64,7 @@ class ForkRoutes:
         at = body.get("at")
         if isinstance(at, bool) or not isinstance(at, int):
             raise WireError(400, "at must be a seq (an integer), or name an approval in at_approval")
-        reason = body.get("reason", "")
-        if not isinstance(reason, str) or len(reason) > MAX_REASON or not reason.isprintable():
-            raise WireError(400, f"reason must be printable text of at most {MAX_REASON} characters")
-        then_redrive = body.get("redrive", False)
-        if not isinstance(then_redrive, bool):
-            raise WireError(400, "redrive must be true or false")
+        reason, then_redrive = _reason_and_redrive(body)
         operator: Operator = request.state.operator
         actor = f"operator:{operator.label}"
 
@@ -95,12 +90,7 @@ class ForkRoutes:
             raise WireError(400, "fork at a seq (at) or at an approval (at_approval), not both")
         if decision is not None and decision not in ("approve", "reject"):
             raise WireError(400, "decision must be approve or reject (or left out: the other one)")
-        reason = body.get("reason", "")
-        if not isinstance(reason, str) or len(reason) > MAX_REASON or not reason.isprintable():
-            raise WireError(400, f"reason must be printable text of at most {MAX_REASON} characters")
-        then_redrive = body.get("redrive", False)
-        if not isinstance(then_redrive, bool):
-            raise WireError(400, "redrive must be true or false")
+        reason, then_redrive = _reason_and_redrive(body)
         operator: Operator = request.state.operator
         if not operator.may(DECIDE):
             raise WireError(
@@ -176,6 +166,17 @@ class ForkRoutes:
             threads = list(self.redriving.values())
         for thread in threads:
             thread.join(timeout)
+
+
+def _reason_and_redrive(body: dict[str, Any]) -> tuple[str, bool]:
+    """A fork body's `reason` (printable, bounded) and `redrive` flag; 400 for either one bad."""
+    reason = body.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > MAX_REASON or not reason.isprintable():
+        raise WireError(400, f"reason must be printable text of at most {MAX_REASON} characters")
+    then_redrive = body.get("redrive", False)
+    if not isinstance(then_redrive, bool):
+        raise WireError(400, "redrive must be true or false")
+    return reason, then_redrive
 
 
 def _approval_fork(fork: ApprovalFork, then_redrive: bool) -> dict[str, Any]:
