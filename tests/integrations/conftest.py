@@ -10,26 +10,18 @@ import orjson
 import pytest
 
 import flightlog
-from tests.http.server import ServerProcess
-from tests.sdk.conftest import OPERATOR_TOKEN, Served
+from tests.sdk.conftest import BOOTSTRAP, OPERATOR_TOKEN, Served, serving
 
 # (tool, request id) -> ("approve" | "reject", reason), or None to leave the call pending.
 Policy = Callable[[str, str], tuple[str, str] | None]
-BOOT = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}  # the bootstrap admin: reads every record
 FOLLOW_WAIT = 5  # seconds one look at the log waits for a new record (a long poll, not a sleep)
 
 
 @pytest.fixture(scope="package")
 def served(tmp_path_factory) -> Iterator[Served]:
     """One server for the package's tests (each uses its own run ids): starting one costs seconds."""
-    db = tmp_path_factory.mktemp("integrations") / "integrations.db"
-    server = ServerProcess(db, OPERATOR_TOKEN, ("--approval-timeout", "120", "--no-access-log"))
-    served = Served(server)
-    try:
+    with serving(tmp_path_factory.mktemp("integrations")) as served:
         yield served
-    finally:
-        served.http.close()
-        server.close()
 
 
 def client(served: Served) -> flightlog.Client:
@@ -52,7 +44,7 @@ class Operator:
         self.decided: dict[str, str] = {}  # request id -> decision
         self.failure: BaseException | None = None
         self._stop = threading.Event()
-        self._after = served.http.get("/api/v1/events", params={"after": 2**62}, headers=BOOT).json()["head"]
+        self._after = head_seq(served)
         self._thread = threading.Thread(target=self._follow, name=f"operator-{name}", daemon=True)
 
     def __enter__(self) -> Operator:
@@ -69,7 +61,7 @@ class Operator:
         try:
             while not self._stop.is_set():
                 params = {"after": self._after, "wait": FOLLOW_WAIT}
-                page = self.served.http.get("/api/v1/events", params=params, headers=BOOT).json()
+                page = self.served.http.get("/api/v1/events", params=params, headers=BOOTSTRAP).json()
                 for record in page["records"]:
                     self._see(record)
                 self._after = page["last_seq"]
@@ -95,7 +87,7 @@ class Operator:
 
 def reports(served: Served, run_id: str) -> list[tuple[str, Any]]:
     """The run's reports in the order recorded: (state, payload)."""
-    page = served.http.get("/api/v1/events", params={"run": run_id, "limit": 5000}, headers=BOOT).json()
+    page = served.http.get("/api/v1/events", params={"run": run_id, "limit": 5000}, headers=BOOTSTRAP).json()
     return [
         (r["data"]["state"], orjson.loads(r["data"]["payload"]) if r["data"]["payload"] else None)
         for r in page["records"]
@@ -105,5 +97,10 @@ def reports(served: Served, run_id: str) -> list[tuple[str, Any]]:
 
 def records(served: Served, run_id: str) -> list[dict[str, Any]]:
     """The run's records as the operator API lists them."""
-    page = served.http.get("/api/v1/events", params={"run": run_id, "limit": 5000}, headers=BOOT).json()
+    page = served.http.get("/api/v1/events", params={"run": run_id, "limit": 5000}, headers=BOOTSTRAP).json()
     return list(page["records"])
+
+
+def head_seq(served: Served) -> int:
+    """The seq of the log's last record."""
+    return int(served.http.get("/api/v1/events", params={"after": 2**62}, headers=BOOTSTRAP).json()["head"])

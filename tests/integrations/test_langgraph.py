@@ -153,6 +153,34 @@ def test_a_denied_call_does_not_run_and_the_model_is_told_who_said_no(served):
     ]
 
 
+def test_parallel_calls_of_one_step_each_get_their_own_decision(served):
+    both = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "deploy", "args": {"env": "staging"}, "id": "lg-par-1"},
+            {"name": "deploy", "args": {"env": "prod"}, "id": "lg-par-2"},
+        ],
+    )
+    shipper = Shipper(both, AIMessage("half shipped"))
+    config = {"configurable": {"thread_id": "lg-par"}}
+
+    def staging_only(tool: str, request_id: str) -> tuple[str, str]:
+        return ("approve", "staging is fine") if request_id == "lg-par-1" else ("reject", "not prod")
+
+    # The ToolNode runs the two calls in worker threads: each finds the run current in its own.
+    with client(served) as c, c.run("lg-par"), Operator(served, staging_only, "lg-par") as alice:
+        final = fl.invoke(shipper.graph, {"messages": [HumanMessage("ship both")]}, config)
+    assert alice.decided == {"lg-par-1": "approve", "lg-par-2": "reject"}
+    assert shipper.calls == {"run_tests": 0, "deploy": 1}
+    answers = {m.tool_call_id: m for m in final["messages"] if isinstance(m, ToolMessage)}
+    assert answers["lg-par-1"].content == "deployed to staging"
+    assert answers["lg-par-2"].status == "error"
+    assert answers["lg-par-2"].content.endswith("rejected by alice: not prod")
+    gates = [p for s, p in reports(served, "lg-par") if s == fl.GATE]
+    assert sorted(p["request_id"] for p in gates) == ["lg-par-1", "lg-par-2"]
+    assert gates[0]["checkpoint_id"] == gates[1]["checkpoint_id"]  # one step, one checkpoint
+
+
 def test_on_deny_raise_ends_the_graph_with_gate_denied(served):
     shipper = Shipper(*ship_script("lg-raise"), on_deny="raise")
     config = {"configurable": {"thread_id": "lg-raise"}}

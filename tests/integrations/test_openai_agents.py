@@ -17,7 +17,7 @@ from agents.tracing import get_trace_provider
 import flightlog
 from flightlog.integrations.openai_agents import FlightlogTracing, decide, gated, run_gated, span_report
 
-from .conftest import BOOT, OPERATOR_TOKEN, Operator, client, records, reports
+from .conftest import OPERATOR_TOKEN, Operator, client, head_seq, records, reports
 
 pytestmark = pytest.mark.slow
 
@@ -178,10 +178,6 @@ def test_spans_outside_any_run_are_left_alone(served, tracing):
     head = head_seq(served)
     assert asyncio.run(Runner.run(agent, "hi")).final_output == "hello"
     assert head_seq(served) == head  # nothing was written: no run to write it to
-
-
-def head_seq(served) -> int:
-    return int(served.http.get("/api/v1/events", params={"after": 2**62}, headers=BOOT).json()["head"])
 
 
 def test_an_asyncio_run_gates_and_is_traced(served, tracing):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -55,14 +57,22 @@ class Served:
         return dict(response.json())
 
 
-@pytest.fixture(scope="package")
-def served(tmp_path_factory) -> Iterator[Served]:
-    """One server for the package's tests (each uses its own run ids): starting one costs seconds."""
-    db = tmp_path_factory.mktemp("sdk") / "sdk.db"
-    server = ServerProcess(db, OPERATOR_TOKEN, ("--approval-timeout", "120", "--no-access-log"))
+@contextlib.contextmanager
+def serving(folder: Path) -> Iterator[Served]:
+    """A fresh server on a database in `folder`, its bootstrap token OPERATOR_TOKEN; closed after."""
+    server = ServerProcess(
+        folder / "flightlog.db", OPERATOR_TOKEN, ("--approval-timeout", "120", "--no-access-log")
+    )
     served = Served(server)
     try:
         yield served
     finally:
         served.http.close()
         server.close()
+
+
+@pytest.fixture(scope="package")
+def served(tmp_path_factory) -> Iterator[Served]:
+    """One server for the package's tests (each uses its own run ids): starting one costs seconds."""
+    with serving(tmp_path_factory.mktemp("sdk")) as served:
+        yield served
