@@ -3,6 +3,12 @@ recorded before the gated call, the graph deploys and finishes, and nothing befo
 
 from __future__ import annotations
 
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -16,6 +22,7 @@ from .test_langgraph import Shipper, reject_all, ship_script
 pytestmark = pytest.mark.slow
 
 ADMIN = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 
 
 def test_the_fork_at_a_rejected_deploy_approves_it_and_runs_only_the_deploy(served):
@@ -63,3 +70,18 @@ def test_the_fork_at_a_rejected_deploy_approves_it_and_runs_only_the_deploy(serv
     opening = next(r for r in rows if r["type"] == "RunForked")
     assert (opening["data"]["origin_run_id"], opening["data"]["decided_by"]) == ("lg-fk", "bootstrap")
     assert resume_point(rows, request_id="lg-fk-2").source == "gate"
+
+
+def test_the_example_in_integrations_md_forks_and_resumes(served, tmp_path):
+    """docs/integrations.md's "Resuming a fork at a gated call", run as a program against a server."""
+    [code] = re.findall(r"```python fork\n(.*?)```", DOC.read_text(), re.DOTALL)
+    script = tmp_path / "fork_example.py"
+    script.write_text(code)
+    env = {**os.environ, "FLIGHTLOG_URL": served.url, "FLIGHTLOG_TOKEN": OPERATOR_TOKEN}
+    with Operator(served, reject_all, "ship-lg-3") as bob:
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "{'run_tests': 1, 'deploy': 1} shipped in the fork"
+    assert bob.decided == {"call-2": "reject"}  # the origin's only; the fork's was decided by forking it
