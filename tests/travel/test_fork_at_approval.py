@@ -14,8 +14,9 @@ from actors import (
     ScriptedHarness,
     System,
     fork_at_approval,
+    fork_origin,
 )
-from eventlog import ManualClock, decode
+from eventlog import NO_STREAM, ManualClock, NewEvent, check_catalogue, decode
 from eventlog.events import ForkedFrom, RunForked
 from tests.controller.forks import PROMPT, broker_origin, record_origin, timeline
 from tools.http.forks import redrive
@@ -198,3 +199,16 @@ def test_a_broker_forks_copies_name_none_of_the_origins_approvals(system):
     row = system.views.approval(earlier)
     assert row is not None
     assert not row.refused
+
+
+def test_a_fork_recorded_before_forks_changed_decisions_reads_as_one_that_changed_none(system):
+    """ForkedFrom schema 1 (the old logs' forks) is upcast: no approval, no decision."""
+    v1 = {
+        "run_id": "old-fork", "origin_run_id": "o", "origin_stream": "controller-o", "at_seq": 1,
+        "actor": "alice", "reason": "", "at": "2025-06-01T10:00:00+00:00",
+    }  # fmt: skip
+    system.log.append("controller-fork-old-fork", [NewEvent("ForkedFrom", v1, schema=1)], expect=NO_STREAM)
+    opening = fork_origin(system.log, "old-fork", system.views)
+    assert (opening.at_seq, opening.approval_id, opening.decision, opening.decided_by) == (1, "", "", "")
+    assert system.log.verify().ok
+    assert check_catalogue(system.log.read_all()).ok
