@@ -38,8 +38,7 @@ class ApprovalFork:
     """A fork at an approval: the new run, where it came from, and the decision it takes.
 
     `fork_approval_id` is the fork's own approval of the request: for a broker run, filed and
-    decided now (`approval_status` "decided", or "voted" while a quorum waits for more votes);
-    for an agent run "", as its re-drive asks it. `token` is a broker fork's run token, for
+    decided now; for an agent run "", as its re-drive asks it. `token` is a broker fork's run token, for
     its agent: only its digest is kept, and `to_dict` leaves it out.
     """
 
@@ -56,7 +55,6 @@ class ApprovalFork:
     recorded: str
     decided_by: str
     fork_approval_id: str = ""
-    approval_status: str = ""
     request_id: str = ""
     token: str = ""
 
@@ -75,7 +73,6 @@ class ApprovalFork:
             "recorded": self.recorded,
             "decided_by": self.decided_by,
             "fork_approval_id": self.fork_approval_id,
-            "approval_status": self.approval_status,
             "request_id": self.request_id,
         }
 
@@ -150,5 +147,5 @@ def fork_at_approval(
     )  # fmt: skip
     return ApprovalFork(
         BROKER, b.run_id, f"run-{b.run_id}", run_id, f"run-{run_id}", b.at_seq, b.copied, b.seq, row.id,
-        decision, row.status, decided_by, b.fork_approval_id, b.status, b.request_id, b.token,
+        decision, row.status, decided_by, b.fork_approval_id, b.request_id, b.token,
     )  # fmt: skip

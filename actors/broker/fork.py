@@ -24,7 +24,7 @@ from eventlog import Event, Record, decode
 from eventlog.events import PermissionDecided, PermissionRequested, RunForked
 from projections import ApprovalRow
 
-from .._errors import ForkError, QuorumPendingError
+from .._errors import ForkError
 from .broker import Broker
 from .run_decider import RecordFork
 
@@ -33,8 +33,6 @@ from .run_decider import RecordFork
 COPIED = frozenset(
     {"RunReported", "RunReplied", "RunFinished", "RunInfoUpdated", "PermissionRequested", "PermissionDecided"}
 )
-DECIDED = "decided"  # the fork's approval has its decision
-VOTED = "voted"  # the decision is one vote of a quorum: the approval waits for the others
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +45,7 @@ class BrokerFork:
     copied: int
     seq: int  # the seq of its RunForked event
     request_id: str
-    fork_approval_id: str
-    status: str  # DECIDED, or VOTED while a quorum waits for more votes
+    fork_approval_id: str  # decided already: a run's permission request takes one decision, never a quorum
     token: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,7 +60,6 @@ class BrokerFork:
             "seq": self.seq,
             "request_id": self.request_id,
             "fork_approval_id": self.fork_approval_id,
-            "approval_status": self.status,
         }
 
 
@@ -104,15 +100,10 @@ def fork_broker_run(
     fork_approval = broker.permission_request(
         new_id, d["request_id"], d["tool_name"], d["description"], d["input_preview"], risk=approval.risk
     )
-    status = DECIDED
-    try:
-        broker.approvals.resolve(fork_approval, decision, decided_by, identity=identity, reason=_why(opening))
-    except QuorumPendingError:
-        status = VOTED
+    broker.approvals.resolve(fork_approval, decision, decided_by, identity=identity, reason=_why(opening))
     broker.approval_decided(fork_approval)  # the new run hears it now, not when the follower gets there
     return BrokerFork(
-        new_id, run_id, opening.at_seq, len(copies), written[0].seq, d["request_id"], fork_approval, status,
-        token,
+        new_id, run_id, opening.at_seq, len(copies), written[0].seq, d["request_id"], fork_approval, token
     )  # fmt: skip
 
 

@@ -98,7 +98,8 @@ def fork_run(
         raise ForkError(f"seq {at_seq} is not in the log, which holds seqs 1 to {head}")
     origin = views.agent_run(run_id, at=head)
     if origin is None:
-        raise ForkError(f"no agent run {run_id!r} in this log")
+        broker = " (a broker run is forked at one of its approvals)" if views.run(run_id) is not None else ""
+        raise ForkError(f"no agent run {run_id!r} in this log{broker}")
     if origin.first_seq > at_seq:
         raise ForkError(f"run {run_id} starts at seq {origin.first_seq}, after {at_seq}")
     new_id = new_id or str(uuid.uuid4())

@@ -109,10 +109,9 @@ def print_fork(out: dict[str, Any]) -> None:
     into = f"into run [bold]{shown(f['run_id'])}[/] ({shown(f['stream'])}, {f['copied']} event(s) copied)"
     where = f"at approval {shown(f['approval_id'])} (it ended {shown(f['recorded'])})"
     if f["kind"] == "broker":
-        state = "decided" if f["approval_status"] == "decided" else "voted (the quorum wants more votes)"
         err_console.print(
             f"forked run {shown(f['origin_run_id'])} {where} {into}: its request {shown(f['request_id'])} is "
-            f"{state}: {shown(f['decision'])} by {shown(f['decided_by'])}. Its token below is shown only now "
+            f"decided: {shown(f['decision'])} by {shown(f['decided_by'])}. Its token below is shown only now "
             "(start the run's agent on it, resuming from before the approval):",
             soft_wrap=True,
             highlight=False,

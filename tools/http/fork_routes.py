@@ -235,8 +235,7 @@ def fork_paths(op: Callable[..., dict[str, Any]], error: dict[str, Any]) -> dict
                 "type": "object",
                 "description": "run_id, stream, origin_run_id, origin_stream, at_seq, copied, seq; at an "
                 "approval also kind (agent or broker), approval_id, decision, recorded (how the origin's "
-                "ended), decided_by, fork_approval_id and approval_status (a broker fork's approval, decided "
-                "now: decided, or voted while a quorum waits), request_id",
+                "ended), decided_by, fork_approval_id (a broker fork's approval, decided now), request_id",
             },
             "redrive": {"type": ["string", "null"], "description": "started, or null"},
             "token": {
