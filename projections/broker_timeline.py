@@ -163,8 +163,8 @@ class BrokerFold:
                 f"{d['decision']} by {d['decided_by']} here, {d['recorded']} there"
             )
             return TimelineEntry(
-                eid, "notice", at, name=d["decided_by"], text=text, detail=d["origin_run_id"], status="forked",
-                seq=seq,
+                eid, "notice", at, name=d["decided_by"], text=text, detail=d["origin_run_id"],
+                status="forked", seq=seq,
             )  # fmt: skip
         if t == "RunTokenRevoked":
             reason = f": {d['reason']}" if d["reason"] else ""
