@@ -21,7 +21,9 @@ from ._runner import (
 )
 from ._snapshots import AUTO
 from ._view import View, state_digest
-from .agent_runs import FORKED, AgentRun, AgentRunsView, agent_run_order
+from .agent_fold import agent_moments
+from .agent_pages import AgentPages
+from .agent_runs import AgentRun, AgentRunsView, agent_run_order
 from .approvals import (
     ApprovalActorsView,
     ApprovalHistoryView,
@@ -128,6 +130,7 @@ class Views:
             checkpoint_views=checkpoint_views,
         )
         self.pages = RunPages(log, self.runner.store, self.runner.unreadable)
+        self.agent_pages = AgentPages(log, self.runner.store, self.runner.unreadable)
         self.lists = Lists(log, self.runner, self.clock, self.approval)  # the live lists, a page at a time
 
     @property
@@ -324,60 +327,25 @@ class Views:
         """A page of a run's timeline as of `at`: the `limit` entries before position `before`
         (default: the newest), with the run's status then and how many entries it had.
 
-        A broker run's page is folded from the per-run checkpoint nearest below it, so it costs
-        the page and that distance, not the run's length. A controller run's is cut from its
-        timeline. None if the run had no record by then; ValueError for a bad cursor or limit.
+        Either is folded from the per-run checkpoint nearest below it (`RunPages`, `AgentPages`),
+        so it costs the page and that distance, not the run's length. A controller run's
+        positions are its session's slots (a page may show fewer entries than its limit: see
+        `projections.agent_pages`). None if the run had no record by then; ValueError for a
+        bad cursor or limit.
         """
         seq = self.resolve_at(at)
         row = self._current_agent_run(run_id)
         if row is None:
             return self.pages.page(run_id, seq, before, limit)
-        if limit < 1:
-            raise ValueError("limit must be at least 1")
-        if seq is not None and row.first_seq > seq:
-            return None
-        entries = self.timeline(run_id, at=seq)
-        records = self._readable(row.stream)
-        last = 0
-        version = 0
-        status = ""
-        for r in records:
-            if seq is not None and r.seq > seq:
-                break
-            if r.data.get("run_id") != run_id:
-                continue
-            last, version = r.seq, r.version
-            if r.type == "AgentRunStatusChanged":
-                status = r.data["status"]
-            elif r.type == "ForkedFrom":
-                status = FORKED
-        total = len(entries)
-        if before is not None and not 0 <= before <= total:
-            raise ValueError(f"cursor {before} is outside the timeline (0 to {total} entries)")
-        hi = total if before is None else before
-        lo = max(0, hi - limit)
-        return RunPage(run_id, last, version, status, total, lo, tuple(entries[lo:hi]))
+        return self.agent_pages.page(row, seq, before, limit)
 
     def timeline_at_each_event(self, run_id: str) -> list[RunMoment]:
-        """The run right after each of its events: status and timeline, in seq order."""
+        """The run right after each of its events: status and timeline, in seq order (one fold
+        of its stream; each moment's entries are built only where its record changed them)."""
         row = self._current_agent_run(run_id)
         if row is None:
             return broker_moments(self._readable(f"run-{run_id}"))
-        view = self.runner.views["timeline"]
-        states = {view.name: view.initial()}
-        moments = []
-        status = ""
-        for record in self._readable(row.stream):
-            fold_records([view], [record], states, self.unreadable)
-            if record.data.get("run_id") != run_id:
-                continue
-            if record.type == "AgentRunStatusChanged":
-                status = record.data["status"]
-            elif record.type == "ForkedFrom":
-                status = FORKED
-            entries = tuple(render(states[view.name], run_id))
-            moments.append(RunMoment(record.seq, record.recorded_at, record.type, status, entries))
-        return moments
+        return agent_moments(self._readable(row.stream), run_id)
 
     def _current_agent_run(self, run_id: str) -> AgentRun | None:
         """The run as the log knows it now, for its stream and first seq (run ids are never

@@ -1,0 +1,239 @@
+"""A controller run's timeline a page at a time, as of any seq, from per-run checkpoints.
+
+Every `every` versions of a controller stream a checkpoint (`AgentCheckpoint`) keeps what the
+timeline fold needs to go on from there, and none of the entries: so a page of a run's
+timeline as of seq k is folded from the checkpoint nearest below the page's first entry, and
+costs the page and the distance from that checkpoint to k, not the stream's length. (The fold
+goes on to k whatever the page holds: any later record may still complete a tool call shown
+there.) Checkpoints are kept with the broker runs' (the snapshot store's `run_checkpoints`),
+made the first time a stream is read that far and verified against the chain before use.
+
+Positions in a run's timeline are its session's slots, which records only ever append, so a
+cursor stays good as the run goes on. A slot no longer shown (a streamed message replaced by
+its final text, another run's unfinished stream) leaves a gap: a page may hold fewer entries
+than its limit. A page's entries are in time order, as the whole timeline's are; a record that
+names a run the checkpoint does not know (no controller writes one) makes the fold start from
+the stream's beginning instead.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import hmac
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from eventlog import EventLog, EventLogError, Record, RunCheckpointRow, SnapshotStore, Unreadable, readable
+
+from .agent_fold import AgentCheckpoint, AgentFold, UnknownRun
+from .agent_runs import AgentRun
+from .run_pages import EVERY, MAX_PAGE, PAGE, RUNS_CACHED, RunPage, sealed_message
+
+Choose = Callable[[list[AgentCheckpoint]], AgentCheckpoint | None]
+
+
+@dataclass(slots=True)
+class _Stream:
+    """One controller stream's checkpoints known to this process, by version."""
+
+    points: list[AgentCheckpoint] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    trusted: set[int] = field(default_factory=set)
+
+    def add(self, point: AgentCheckpoint, trusted: bool) -> None:
+        i = bisect.bisect_left(self.versions, point.version)
+        if i < len(self.versions) and self.versions[i] == point.version:
+            self.points[i] = point
+        else:
+            self.points.insert(i, point)
+            self.versions.insert(i, point.version)
+        if trusted:
+            self.trusted.add(point.version)
+
+    def drop(self, point: AgentCheckpoint) -> None:
+        i = bisect.bisect_left(self.versions, point.version)
+        if i < len(self.versions) and self.versions[i] == point.version:
+            del self.points[i], self.versions[i]
+        self.trusted.discard(point.version)
+
+
+def _made(point: AgentCheckpoint, session_id: str) -> int:
+    found = point.session(session_id)
+    return found.made if found is not None else 0
+
+
+class AgentPages:
+    """Pages of controller runs' timelines as of any seq, folded from per-run checkpoints.
+
+    Thread-safe. `reads` counts the records folded (what a page costs), for tests and benches.
+    """
+
+    def __init__(
+        self,
+        log: EventLog,
+        store: SnapshotStore | None,
+        unreadable: Unreadable,
+        *,
+        every: int = EVERY,
+        streams: int = RUNS_CACHED,
+    ) -> None:
+        self.log = log
+        self.store = store
+        self.unreadable = unreadable
+        self.every = every
+        self.reads = 0
+        self._streams: OrderedDict[str, _Stream] = OrderedDict()
+        self._limit = streams
+        self._lock = threading.Lock()
+
+    def page(
+        self, run: AgentRun, at: int | None = None, before: int | None = None, limit: int = PAGE
+    ) -> RunPage | None:
+        """Entries `before - limit` to `before` (default: the newest) of `run`'s timeline as of
+        seq `at` (default: now); None if the run had no record by then.
+
+        A run's timeline ends where the next run of its session started: positions past it are
+        the later runs'. ValueError if `before` is outside the timeline, or `limit` below 1.
+        """
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        k = 2**62 if at is None else at
+        if run.first_seq > k:
+            return None
+        stream, sid, rid = run.stream, run.session_id, run.run_id
+
+        def running(point: AgentCheckpoint) -> bool:  # the run's timeline has not ended there yet
+            found = point.session(sid)
+            return point.seq < run.first_seq or (found is not None and found.latest == rid)
+
+        def first(points: list[AgentCheckpoint]) -> AgentCheckpoint | None:
+            return next((p for p in reversed(points) if p.seq <= k and running(p)), None)
+
+        fold, start = self._fold(stream, (rid, sid), k, first)
+        if fold.last is None:
+            return None
+        total = 0 if not fold.order else fold.ended if fold.ended is not None else fold.made()
+        if before is not None and not 0 <= before <= total:
+            raise ValueError(f"cursor {before} is outside the timeline (0 to {total} entries)")
+        hi = total if before is None else before
+        lo = max(0, hi - min(limit, MAX_PAGE))
+        if lo >= start:
+            entries = fold.entries(lo, hi)
+        else:
+
+            def below(points: list[AgentCheckpoint]) -> AgentCheckpoint | None:
+                fits = (p for p in reversed(points) if p.seq <= k and running(p) and _made(p, sid) <= lo)
+                return next(fits, None)
+
+            entries = self._fold(stream, (rid, sid), k, below)[0].entries(lo, hi)
+        last = fold.last
+        return RunPage(rid, last.seq, last.version, fold.status.get(rid, ""), total, lo, tuple(entries))
+
+    # -- folding --------------------------------------------------------------------------
+
+    def _fold(self, stream: str, target: tuple[str, str], k: int, choose: Choose) -> tuple[AgentFold, int]:
+        """The stream folded up to seq `k` from the checkpoint `choose` picks (or its start),
+        and the number of the target session's slots before that checkpoint (those not held)."""
+        known = self._stream(stream)
+        use_points = True
+        while True:
+            with self._lock:
+                point = choose(list(known.points)) if use_points else None
+                trusted = point is None or point.version in known.trusted
+                versions = set(known.versions)
+            fold = AgentFold(stream, target, point)
+            records = self._records(stream, point.version if point is not None else 1)
+            if point is not None:
+                head = next(records, None)
+                if (
+                    head is None
+                    or head.seq != point.seq
+                    or head.hash != point.hash
+                    or not (trusted or self._sealed(stream, point))
+                ):
+                    with self._lock:
+                        known.drop(point)  # stale or forged: never used again
+                    continue
+                with self._lock:
+                    known.trusted.add(point.version)
+                fold.last = head
+            fresh: list[AgentCheckpoint] = []
+            folded = 0
+            try:
+                for r in readable(records, self.unreadable):
+                    if r.seq > k:
+                        break
+                    fold.apply(r)
+                    folded += 1
+                    if r.version % self.every == 0 and r.version not in versions:
+                        fresh.append(fold.checkpoint(r))
+            except UnknownRun:
+                self.reads += folded
+                use_points = False  # a run the checkpoint does not know: from the start
+                continue
+            self.reads += folded
+            if fresh:
+                self._keep(stream, known, fresh)
+            return fold, _made(point, target[1]) if point is not None else 0
+
+    def _records(self, stream: str, first: int) -> Iterator[Record]:
+        """The stream's records from version `first`, read a bounded stretch at a time."""
+        step = self.every * 4
+        while True:
+            hi = first + step - 1
+            n = 0
+            for r in self.log.read(stream, first, hi):
+                n += 1
+                yield r
+            if n < hi - first + 1:
+                return
+            first = hi + 1
+            step = min(step * 4, 4096)
+
+    # -- the checkpoints ------------------------------------------------------------------
+
+    def _stream(self, stream: str) -> _Stream:
+        with self._lock:
+            known = self._streams.get(stream)
+            if known is not None:
+                self._streams.move_to_end(stream)
+                return known
+        known = _Stream()
+        for row in self.store.run_checkpoints(stream) if self.store is not None else []:
+            point = AgentCheckpoint.of(row)
+            if point is not None and point.version % self.every == 0:
+                known.add(point, trusted=False)
+        with self._lock:
+            found = self._streams.setdefault(stream, known)
+            self._streams.move_to_end(stream)
+            while len(self._streams) > self._limit:
+                self._streams.popitem(last=False)
+            return found
+
+    def _sealed(self, stream: str, point: AgentCheckpoint) -> bool:
+        """Whether a stored checkpoint carries this log's MAC (always, on an unkeyed log)."""
+        if not self.log.keyed:
+            return True
+        rows = self.store.run_checkpoints(stream) if self.store is not None else []
+        row = next((r for r in rows if r.version == point.version), None)
+        if row is None or row.data != point.data() or not row.mac:
+            return False
+        expected = self.log.seal(sealed_message(stream, row))
+        return expected is not None and hmac.compare_digest(expected, row.mac)
+
+    def _keep(self, stream: str, known: _Stream, points: list[AgentCheckpoint]) -> None:
+        with self._lock:
+            for point in points:
+                known.add(point, trusted=True)
+        if self.store is None or self.store.readonly:
+            return
+        rows = []
+        for p in points:
+            row = RunCheckpointRow(stream, p.version, p.seq, p.hash, p.data())
+            mac = self.log.seal(sealed_message(stream, row)) or ""
+            rows.append(RunCheckpointRow(stream, p.version, p.seq, p.hash, row.data, mac))
+        with contextlib.suppress(EventLogError):  # a cache that could not be written is only slower
+            self.store.put_run_checkpoints(rows)
