@@ -31,9 +31,11 @@ from ._sqlite_row import (
     APPROVAL_SEQS_INDEX,
     DATA_SEARCH,
     DATA_SEARCH_QUERY,
+    DATA_SEARCH_UPTO,
     INSERT,
     RUN_STARTS_QUERY,
     SEARCH_MIN,
+    SEARCH_UPTO_QUERY,
     STORED,
     hashes_before_query,
     hashes_by_seq,
@@ -42,6 +44,7 @@ from ._sqlite_row import (
     records,
     search_phrase,
 )
+from ._sqlite_search import catch_up, scan
 from ._sqlite_write import KnownVersions, write_fast, write_group
 from ._sqlreads import NO_UPPER_BOUND, SQLReads
 
@@ -125,6 +128,8 @@ class SQLiteLog(SQLReads, EventLog):
             # Nor the data search, or where this SQLite has no FTS5: searches scan instead.
             table = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
             self._data_search = self._conn.execute(table, (DATA_SEARCH,)).fetchone() is not None
+            # A read-only open of a log written before 0006: its trigger keeps the index whole.
+            self._search_upto = self._conn.execute(table, (DATA_SEARCH_UPTO,)).fetchone() is not None
         except sqlite3.Error as e:
             self._close_backend()
             raise translate(e, self.path) from e
@@ -284,12 +289,26 @@ class SQLiteLog(SQLReads, EventLog):
 
     def seqs_containing(self, text: str, limit: int = 200) -> list[int]:
         """The seqs of the newest records (at most `limit`) whose data holds `text`, ignoring
-        case, answered by the log's FTS5 trigram index. A search shorter than three characters,
-        or of a log without the index (a read-only open of a log written before it, or a SQLite
-        built without FTS5), scans the data instead."""
+        case: the FTS5 trigram index (caught up first, unless opened read-only) and a scan of
+        the records after it (see _sqlite_search). A search shorter than three characters, or
+        of a log without the index (a read-only open of a log older than it, or a SQLite
+        without FTS5), scans the data instead."""
         if not self._data_search or len(text) < SEARCH_MIN:
             return super().seqs_containing(text, limit)
-        return [row[0] for row in self._query(DATA_SEARCH_QUERY, (search_phrase(text), limit))]
+        upto = NO_UPPER_BOUND
+        if self._search_upto:
+            upto = int(self._query(SEARCH_UPTO_QUERY)[0][0]) if self.readonly else self._catch_up_search()
+        indexed = self._query(DATA_SEARCH_QUERY, (search_phrase(text), upto, limit))
+        after = scan(self.read_all(after_seq=upto), text) if upto != NO_UPPER_BOUND else []
+        return (after + [row[0] for row in indexed])[:limit]
+
+    def _catch_up_search(self) -> int:
+        self._check_open()  # the last seq the index holds, once caught up
+        with self._conn_lock:
+            try:
+                return catch_up(self._conn)
+            except sqlite3.Error as e:
+                raise translate(e, self.path) from e
 
     # -- the EventLog contract -------------------------------------------------------------
 

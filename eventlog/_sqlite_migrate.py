@@ -10,6 +10,8 @@ elsewhere still verify. A long conversion shows a progress bar on a terminal.
 `0005_data_search` indexes every record's data for `seqs_containing` (an FTS5 table filled
 from the rows already there and kept by a trigger); where this SQLite has no FTS5 it adds
 nothing, and searches scan the data.
+`0006_data_search_off_the_write_path` drops that trigger, so appends no longer index what
+they write; the index notes the last seq it holds, and searches catch it up.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from ._sqlite_row import (
     CREATE_RUN_STARTS_INDEX,
     CREATE_TABLE,
     CREATE_VIEW,
+    DATA_SEARCH,
     INSERT,
+    SEARCH_OFF_THE_WRITE_PATH,
 )
 
 migrations = Migrations("flightlog.eventlog")
@@ -89,6 +93,14 @@ def _data_search(db: Database) -> None:
     if not fts5_available(db.conn):
         return
     for statement in CREATE_DATA_SEARCH:
+        db.execute(statement)
+
+
+@migrations(name="0006_data_search_off_the_write_path")
+def _data_search_off_the_write_path(db: Database) -> None:
+    if not db[DATA_SEARCH].exists():  # no FTS5 here: searches scan
+        return
+    for statement in SEARCH_OFF_THE_WRITE_PATH:
         db.execute(statement)
 
 

@@ -71,9 +71,10 @@ APPROVAL_RECORDS_QUERY = (
 # The words of each record's data, for `seqs_containing`: an FTS5 table of trigrams, so a
 # search finds any substring (of three characters or more) as the scan did, ignoring case.
 # Contentless: it keeps the index, not a second copy of the data, and answers with seqs. It
-# is no part of the chain; a trigger fills it inside the statement that inserts the row, so
-# every path that writes events (append, group commit, import) keeps it whole in the same
-# transaction.
+# is no part of the chain. 0005 filled it with a trigger, inside every append's transaction;
+# 0006 dropped the trigger (it made batched appends twice as slow): the index holds the
+# records up to the seq in DATA_SEARCH_UPTO, and a search catches it up first (CATCH_UP) or,
+# opened read-only, scans the records after that seq.
 DATA_SEARCH = "events_data_search"
 CREATE_DATA_SEARCH = (
     f"CREATE VIRTUAL TABLE {DATA_SEARCH} USING fts5(data, content='', tokenize='trigram')",
@@ -81,7 +82,18 @@ CREATE_DATA_SEARCH = (
     f"CREATE TRIGGER events_data_search_insert AFTER INSERT ON events BEGIN "
     f"INSERT INTO {DATA_SEARCH} (rowid, data) VALUES (new.seq, new.data); END",
 )
-DATA_SEARCH_QUERY = f"SELECT rowid FROM {DATA_SEARCH} WHERE {DATA_SEARCH} MATCH ? ORDER BY rowid DESC LIMIT ?"
+DATA_SEARCH_UPTO = "events_data_search_upto"
+SEARCH_OFF_THE_WRITE_PATH = (
+    "DROP TRIGGER events_data_search_insert",
+    f"CREATE TABLE {DATA_SEARCH_UPTO} (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL)",
+    f"INSERT INTO {DATA_SEARCH_UPTO} (id, seq) SELECT 1, coalesce(max(seq), 0) FROM events",
+)
+SEARCH_UPTO_QUERY = f"SELECT seq FROM {DATA_SEARCH_UPTO}"
+CATCH_UP = f"INSERT INTO {DATA_SEARCH} (rowid, data) SELECT seq, data FROM events WHERE seq > ? AND seq <= ?"
+SET_UPTO = f"UPDATE {DATA_SEARCH_UPTO} SET seq = ?"
+DATA_SEARCH_QUERY = (
+    f"SELECT rowid FROM {DATA_SEARCH} WHERE {DATA_SEARCH} MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT ?"
+)
 SEARCH_MIN = 3  # a trigram index answers searches of at least this many characters
 
 

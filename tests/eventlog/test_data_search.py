@@ -1,6 +1,9 @@
 """The log's search over payload text (`seqs_containing`) answered by the index the log keeps:
 found after an append and after an import, on every backend, and on an old SQLite log once
 migrated. The plain scan of `EventLog` is the oracle: the index must answer as it does.
+
+The SQLite index is kept off the write path: appends leave it behind, a writable log's
+search catches it up, and a read-only open answers from it and scans what it does not hold.
 """
 
 from __future__ import annotations
@@ -98,9 +101,12 @@ def test_a_read_only_open_of_a_log_without_the_index_scans(tmp_path):
         fill(log)
         expected = log.seqs_containing("kubectl")
     with closing(sqlite3.connect(path)) as conn:  # the log as it was before the index
-        conn.execute("DROP TRIGGER events_data_search_insert")
+        conn.execute("DROP TABLE events_data_search_upto")
         conn.execute("DROP TABLE events_data_search")
-        conn.execute("DELETE FROM _sqlite_migrations WHERE name = '0005_data_search'")
+        conn.execute(
+            "DELETE FROM _sqlite_migrations WHERE name IN (?, ?)",
+            ("0005_data_search", "0006_data_search_off_the_write_path"),
+        )
         conn.commit()
     with open_log(path, readonly=True) as log:
         assert log.seqs_containing("kubectl") == expected
@@ -119,3 +125,77 @@ def test_without_fts5_the_migration_adds_nothing_and_searches_scan(tmp_path, mon
         fill(log)
         assert log.seqs_containing("kubectl") == scanned(log, "kubectl") != []
     assert "events_data_search" not in _tables(path)
+
+
+def _upto(path: Path) -> int:
+    """The last seq the SQLite index holds."""
+    with closing(sqlite3.connect(path)) as conn:
+        return int(conn.execute("SELECT seq FROM events_data_search_upto").fetchone()[0])
+
+
+def test_appends_leave_the_index_behind_and_a_search_catches_it_up(tmp_path, monkeypatch):
+    from eventlog import _sqlite_search
+
+    monkeypatch.setattr(_sqlite_search, "CHUNK", 3)  # several catch-up transactions
+    path = tmp_path / "log.db"
+    with open_log(path) as log:
+        fill(log)
+        log.append_many(
+            [(f"bulk-{i}", [NewEvent("Noted", {"cmd": f"kubectl {i}"})], NO_STREAM) for i in range(7)]
+        )
+        # Nothing indexed by the appends themselves: their transactions only wrote the records.
+        assert (_search_rows(path), _upto(path)) == (0, 0)
+        assert log.seqs_containing("kubectl") == scanned(log, "kubectl")
+        assert _search_rows(path) == _upto(path) == log.head().seq == 12
+        log.append("task-2", [NewEvent("Noted", {"cmd": "kubectl again"})])
+        assert _upto(path) == 12
+        assert log.seqs_containing("kubectl")[0] == 13
+        assert _search_rows(path) == _upto(path) == 13
+
+
+def test_a_read_only_open_answers_past_the_index_and_writes_nothing(tmp_path):
+    path = tmp_path / "log.db"
+    with open_log(path) as log:
+        fill(log)
+        log.seqs_containing("kubectl")  # indexed up to seq 5
+        log.append("task-2", [NewEvent("Noted", {"cmd": "kubectl again"})])
+        log.append("task-3", [NewEvent("Noted", {"cmd": "KubeCtl once more"})])
+        expected = scanned(log, "kubectl")
+        log.checkpoint()
+    before = path.read_bytes()
+    with open_log(path, readonly=True) as log:
+        # Seqs 7 and 6 come from the scan past the index, 5, 3 and 1 from the index.
+        assert log.seqs_containing("kubectl") == expected == [7, 6, 5, 3, 1]
+        assert log.seqs_containing("kubectl", limit=3) == [7, 6, 5]
+        assert log.seqs_containing("ubectl a") == scanned(log, "ubectl a") == [6, 1]
+    assert path.read_bytes() == before
+    assert _upto(path) == 5
+
+
+def test_a_search_sees_what_another_writer_appended_since_it_caught_up(tmp_path):
+    path = tmp_path / "log.db"
+    with open_log(path) as a, open_log(path) as b:
+        fill(a)
+        assert a.seqs_containing("kubectl") == [5, 3, 1]
+        b.append("task-2", [NewEvent("Noted", {"cmd": "kubectl from b"})])
+        assert a.seqs_containing("kubectl") == [6, 5, 3, 1] == b.seqs_containing("kubectl")
+
+
+def test_a_log_indexed_by_its_trigger_is_caught_up_from_where_it_stood(tmp_path):
+    path = tmp_path / "log.db"
+    with open_log(path) as log:
+        fill(log)
+    with closing(sqlite3.connect(path)) as conn:  # the log as 0005 left it: a trigger, no mark
+        conn.execute("DROP TABLE events_data_search_upto")
+        conn.execute(
+            "CREATE TRIGGER events_data_search_insert AFTER INSERT ON events BEGIN "
+            "INSERT INTO events_data_search (rowid, data) VALUES (new.seq, new.data); END"
+        )
+        conn.execute("DELETE FROM _sqlite_migrations WHERE name = '0006_data_search_off_the_write_path'")
+        conn.execute("DELETE FROM events_data_search")  # empty it, then let the trigger index one
+        conn.commit()
+    with open_log(path) as log:
+        assert "events_data_search_insert" not in _tables(path)
+        assert _upto(path) == 5  # what the trigger indexed, as the migration found it
+        log.append("task-2", [NewEvent("Noted", {"cmd": "kubectl again"})])
+        assert log.seqs_containing("kubectl") == [6]  # the index was emptied by hand above

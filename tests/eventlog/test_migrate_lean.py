@@ -76,6 +76,7 @@ def test_the_migration_keeps_every_record_and_the_chain(old_log):
             "0003_run_starts_index",
             "0004_approval_indexes",
             "0005_data_search",
+            "0006_data_search_off_the_write_path",
         ]
         query = "SELECT DISTINCT typeof(hash), typeof(data), typeof(meta) FROM events"
         types = conn.execute(query).fetchall()
