@@ -19,7 +19,7 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 
 # SQLSTATEs (PostgreSQL appendix A) that map onto the eventlog's typed storage errors.
 _DISK_FULL = {"53100"}  # disk_full
-_READ_ONLY = {"25006", "42501"}  # read_only_sql_transaction, insufficient_privilege
+READ_ONLY_STATES = frozenset({"25006", "42501"})  # read_only_sql_transaction, insufficient_privilege
 _CORRUPT = {"XX001", "XX002"}  # data_corrupted, index_corrupted
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 
@@ -63,7 +63,7 @@ class Connector:
         message = self._scrub(str(exc).strip())
         if state in _DISK_FULL:
             return DiskFullError(self.safe_url, f"disk is full; nothing was written: {message}")
-        if state in _READ_ONLY:
+        if state in READ_ONLY_STATES:
             return ReadOnlyDatabaseError(self.safe_url, f"database is read-only: {message}")
         if state in _CORRUPT:
             return CorruptDatabaseError(self.safe_url, f"database is corrupt: {message}")

@@ -2,113 +2,59 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import cast
 
 import psycopg
-from psycopg import sql
 
-from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records, settle_refused
-from ._chain import Hasher, record_from_row
-from ._clock import Clock, to_micros
-from ._errors import IdempotencyConflict, ReadOnlyDatabaseError, StorageError
+from ._append import AppendRequest, Row
+from ._chain import record_from_row
+from ._clock import Clock
+from ._errors import ReadOnlyDatabaseError, StorageError
 from ._import import ImportTarget
 from ._log import EventLog
-from ._pgconn import Conn, Connector, Listener, ReaderPool, usable
-from ._record import APPROVAL_FILTER, GENESIS_HASH, RUN_START_FILTER, Record, expectation_holds
+from ._pgconn import READ_ONLY_STATES, Conn, Connector, Listener, ReaderPool, usable
+from ._pgmigrate import READ_OPTIONAL, migrate, pending, scalar
+from ._pgwrite import (
+    TAKE_HEAD,
+    Outcome,
+    WriterHeads,
+    pipelined_transaction,
+    write_each,
+    write_fast,
+    write_group,
+)
+from ._record import APPROVAL_FILTER, RUN_START_FILTER, Record
 from ._sqlreads import COLUMNS, NO_UPPER_BOUND, SQLReads
 
-_STREAM_VERSION = "SELECT MAX(version) FROM events WHERE stream = %s"
-_INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-# Every writer locks this one row first and keeps it until COMMIT: see write_group.
-_TAKE_HEAD = "SELECT id FROM events_writer WHERE id = 1 FOR UPDATE"
+# Every writer locks this one row first and keeps it until COMMIT: see _pgwrite.
+_TAKE_HEAD = TAKE_HEAD
 
-MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
-    (
-        "0001_create_events",
-        (
-            """
-            CREATE TABLE events (
-                seq         BIGINT  PRIMARY KEY,
-                stream      TEXT    NOT NULL,
-                version     BIGINT  NOT NULL,
-                type        TEXT    NOT NULL,
-                schema      INTEGER NOT NULL,
-                data        BYTEA   NOT NULL,
-                meta        BYTEA   NOT NULL,
-                event_id    TEXT    NOT NULL UNIQUE,
-                recorded_at BIGINT  NOT NULL,
-                prev_hash   TEXT    NOT NULL,
-                hash        TEXT    NOT NULL,
-                UNIQUE (stream, version)
-            )
-            """,
-            "CREATE TABLE events_writer (id SMALLINT PRIMARY KEY CHECK (id = 1))",
-            "INSERT INTO events_writer (id) VALUES (1)",
-        ),
-    ),
-    (
-        "0002_run_starts_index",
-        (
-            # An index expression must be IMMUTABLE; convert_from is only STABLE because of its
-            # encoding name, which is fixed here.
-            "CREATE FUNCTION flightlog_run_id(data BYTEA) RETURNS TEXT LANGUAGE sql IMMUTABLE "
-            "PARALLEL SAFE AS $$ SELECT convert_from(data, 'UTF8')::jsonb ->> 'run_id' $$",
-            f"CREATE INDEX events_run_starts ON events (flightlog_run_id(data)) WHERE {RUN_START_FILTER}",
-        ),
-    ),
-    (
-        "0003_approval_indexes",
-        (
-            "CREATE FUNCTION flightlog_approval_id(data BYTEA) RETURNS TEXT LANGUAGE sql IMMUTABLE "
-            "PARALLEL SAFE AS $$ SELECT convert_from(data, 'UTF8')::jsonb ->> 'approval_id' $$",
-            f"CREATE INDEX events_approval_seqs ON events (seq) WHERE {APPROVAL_FILTER}",
-            "CREATE INDEX events_approval_ids ON events (flightlog_approval_id(data), seq) "
-            f"WHERE {APPROVAL_FILTER}",
-        ),
-    ),
-    (
-        "0004_data_search",
-        (
-            "CREATE FUNCTION flightlog_data_text(data BYTEA) RETURNS TEXT LANGUAGE sql IMMUTABLE "
-            "PARALLEL SAFE AS $$ SELECT convert_from(data, 'UTF8') $$",
-            # A trigram index answers ILIKE '%text%' as the scan did, any substring, and is
-            # kept by PostgreSQL in the inserting transaction. pg_trgm ships with PostgreSQL
-            # but creating it may need a privilege this role lacks: then searches scan.
-            """
-            DO $$
-            DECLARE
-                home TEXT;
-            BEGIN
-                BEGIN
-                    CREATE EXTENSION IF NOT EXISTS pg_trgm;
-                EXCEPTION WHEN OTHERS THEN
-                    NULL;
-                END;
-                SELECT n.nspname INTO home FROM pg_extension e
-                    JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm';
-                IF home IS NOT NULL THEN
-                    EXECUTE format('CREATE INDEX events_data_search ON events '
-                                   'USING gin (flightlog_data_text(data) %I.gin_trgm_ops)', home);
-                END IF;
-            END
-            $$
-            """,
-        ),
-    ),
-]
-# Migrations a read-only open may do without: they only add an index, and reads are answered
-# without it (more slowly).
-_READ_OPTIONAL = frozenset({"0002_run_starts_index", "0003_approval_indexes", "0004_data_search"})
+# Searches of a log without the table of 0006 (pg_trgm missing, or a read-only open of a log
+# not yet migrated): a scan of the data.
+DATA_SCAN_QUERY = "SELECT seq FROM events WHERE flightlog_data_text(data) ILIKE %s ORDER BY seq DESC LIMIT %s"
+# The table's trigram index answers for the records it holds (1..N), a scan for the rest:
+# one statement, one snapshot.
 DATA_SEARCH_QUERY = (
-    "SELECT seq FROM events WHERE flightlog_data_text(data) ILIKE %s ORDER BY seq DESC LIMIT %s"
+    "SELECT seq FROM ("
+    "(SELECT seq FROM events_data_search WHERE data ILIKE %s ORDER BY seq DESC LIMIT %s) UNION ALL "
+    "(SELECT seq FROM events WHERE seq > (SELECT coalesce(max(seq), 0) FROM events_data_search) "
+    "AND flightlog_data_text(data) ILIKE %s ORDER BY seq DESC LIMIT %s)"
+    ") AS found ORDER BY seq DESC LIMIT %s"
 )
+# The records after the last one the table holds, a chunk a statement (a transaction each).
+SEARCH_CATCH_UP = (
+    "INSERT INTO events_data_search (seq, data) SELECT seq, flightlog_data_text(data) FROM events "
+    "WHERE seq > (SELECT coalesce(max(seq), 0) FROM events_data_search) ORDER BY seq LIMIT %s "
+    "ON CONFLICT (seq) DO NOTHING"
+)
+SEARCH_CHUNK = 5_000
+_SEARCH_TABLE = "SELECT relkind = 'r' FROM pg_class WHERE oid = to_regclass('events_data_search')"
 RUN_STARTS_QUERY = (
     f"SELECT {COLUMNS} FROM events WHERE {RUN_START_FILTER} AND flightlog_run_id(data) = %s ORDER BY seq"
 )
@@ -133,9 +79,6 @@ _TRY_AGAIN = {
     "40P01",  # deadlock_detected
 }
 
-# pg_advisory_xact_lock key: serialises migrations of processes that open a log at once.
-_MIGRATION_LOCK = int.from_bytes(hashlib.sha256(b"flightlog migrations").digest()[:8], "big", signed=True)
-
 
 class PostgresLog(SQLReads, EventLog):
     """The event log in a PostgreSQL schema, shareable by processes on many machines.
@@ -158,15 +101,18 @@ class PostgresLog(SQLReads, EventLog):
         self.url = self._connector.safe_url
         self.readonly = readonly
         self._write_lock = threading.Lock()
+        self._heads = WriterHeads()  # guarded by _write_lock
         self._listener_lock = threading.Lock()
         self._listener: Listener | None = None
         self._run_index = True  # a read-only open of a log not yet migrated reads without it
         self._approval_index = True  # ... and without this one
         self._data_search = True  # ... or the data search's function
+        self._search_table = False  # the data search's own table (0006, where pg_trgm is)
         self._writer: Conn | None = None if readonly else self._connect_writer()
         conn = self._writer or self._connector.connect()
         try:
             schema = self._existing_schema(conn) if readonly else migrate(conn)
+            self._search_table = bool(scalar(conn, _SEARCH_TABLE))
             if self._writer is not None:
                 bound_stalls(self._writer)
         except BaseException as e:
@@ -181,17 +127,17 @@ class PostgresLog(SQLReads, EventLog):
 
     def _existing_schema(self, conn: Conn) -> str:
         """The schema of a log that is there and up to date; a read-only open creates nothing."""
-        schema = _scalar(conn, "SELECT current_schema()")
-        if schema is None or _scalar(conn, "SELECT to_regclass('events')") is None:
+        schema = scalar(conn, "SELECT current_schema()")
+        if schema is None or scalar(conn, "SELECT to_regclass('events')") is None:
             raise StorageError(self.url, "opened read-only, and there is no log on its search_path")
-        pending = _pending(conn)
-        self._run_index = "0002_run_starts_index" not in pending
-        self._approval_index = "0003_approval_indexes" not in pending
-        self._data_search = "0004_data_search" not in pending
-        if pending := [name for name in pending if name not in _READ_OPTIONAL]:
+        missing = pending(conn)
+        self._run_index = "0002_run_starts_index" not in missing
+        self._approval_index = "0003_approval_indexes" not in missing
+        self._data_search = "0004_data_search" not in missing
+        if needed := [name for name in missing if name not in READ_OPTIONAL]:
             raise StorageError(
                 self.url,
-                f"opened read-only, and the log needs migrations {', '.join(pending)}: open it writable once",
+                f"opened read-only, and the log needs migrations {', '.join(needed)}: open it writable once",
             )
         return str(schema)
 
@@ -204,12 +150,34 @@ class PostgresLog(SQLReads, EventLog):
 
     def seqs_containing(self, text: str, limit: int = 200) -> list[int]:
         """The seqs of the newest records (at most `limit`) whose data holds `text`, ignoring
-        case: a trigram index answers where pg_trgm could be created, else a scan; a read-only
-        open of a log not yet migrated scans as before."""
+        case. Where pg_trgm could be created, a trigram index on the search table answers for
+        the records it holds, caught up first (unless opened read-only), and a scan for those
+        after them; else a scan. A read-only open of a log not yet migrated scans as before."""
         if not self._data_search:
             return super().seqs_containing(text, limit)
         pattern = "%" + re.sub(r"([\\%_])", r"\\\1", text) + "%"
-        return [row[0] for row in self._query(DATA_SEARCH_QUERY, (pattern, limit))]
+        if not self._search_table:
+            return [row[0] for row in self._query(DATA_SCAN_QUERY, (pattern, limit))]
+        if not self.readonly:
+            self._catch_up_search()
+        found = self._query(DATA_SEARCH_QUERY, (pattern, limit, pattern, limit, limit))
+        return [row[0] for row in found]
+
+    def _catch_up_search(self) -> None:
+        """Copy the data text of the records the search table does not hold yet into it.
+
+        Off the write path: the writer row is not taken. Two processes catching up at once
+        copy the same records, and the second one's are dropped (ON CONFLICT), so the table
+        always holds a prefix 1..N of the log.
+        """
+        self._check_open()
+        try:
+            with self._readers.connection() as conn:
+                while conn.execute(SEARCH_CATCH_UP, (SEARCH_CHUNK,)).rowcount == SEARCH_CHUNK:
+                    pass
+        except psycopg.Error as e:
+            if e.sqlstate not in READ_ONLY_STATES:  # a role that may not write: the scan answers
+                raise self._connector.translate(e) from e
 
     def approval_records(self, approval_id: str, to_seq: int | None = None) -> list[Record]:
         if not self._approval_index:
@@ -241,19 +209,35 @@ class PostgresLog(SQLReads, EventLog):
         with self._write_lock:
             while True:
                 try:
-                    conn = self._live_writer()
-                    with conn.transaction():
-                        write_group(conn, batch, self.clock, self._hasher, self._channel, self.url)
+                    self._write_once(self._live_writer(), batch)
                     return
                 except BaseException as e:
-                    for r in batch:
-                        r.result = None
-                        r.error = None
+                    self._heads.forget()
+                    _unsettle(batch)
                     if not isinstance(e, psycopg.Error):
                         raise
                     if not _worth_retrying(e, self._writer) or time.monotonic() >= deadline:
                         raise self._connector.translate(e) from e
                     self._drop_writer()
+
+    def _write_once(self, conn: Conn, batch: list[AppendRequest]) -> None:
+        """Write the group in one statement if the head this writer holds is still the head;
+        else under the writer row; and request by request if an event id is stored already."""
+        outcome = write_fast(conn, batch, self.clock, self._hasher, self._heads, self._channel)
+        if outcome is Outcome.WRITTEN:
+            return
+        if outcome is Outcome.NOT_WRITTEN:
+            try:
+                with pipelined_transaction(conn):
+                    plan = write_group(conn, batch, self.clock, self._hasher, self._channel, self._heads)
+            except psycopg.errors.UniqueViolation:
+                _unsettle(batch)
+            else:
+                self._heads.wrote(plan)
+                return
+        self._heads.forget()
+        with conn.transaction():
+            write_each(conn, batch, self.clock, self._hasher, self._channel, self.url)
 
     @contextmanager
     def _import_session(self, dry_run: bool) -> Iterator[ImportTarget]:
@@ -265,6 +249,7 @@ class PostgresLog(SQLReads, EventLog):
             raise ReadOnlyDatabaseError(self.url, "opened read-only")
         self._check_open()
         with self._write_lock:
+            self._heads.forget()  # the head moves under the writer's notes
             try:
                 conn = self._live_writer()
                 with conn.transaction():
@@ -323,10 +308,21 @@ class PostgresLog(SQLReads, EventLog):
 
 
 def bound_stalls(conn: Conn) -> None:
-    """Set the writer session's own bounds on stalls, whatever the server's defaults (see above)."""
+    """Set the writer session's own bounds on stalls, whatever the server's defaults (see above).
+
+    And its isolation: a statement outside a transaction (`write_fast`) takes the session's
+    default, and it too must see the commit of the writer it waited for.
+    """
     bound = f"{int(WRITER_STALL_BOUND * 1000)}ms"
     for setting in ("idle_in_transaction_session_timeout", "lock_timeout"):
         conn.execute("SELECT set_config(%s, %s, false)", (setting, bound))
+    conn.execute("SELECT set_config('default_transaction_isolation', 'read committed', false)")
+
+
+def _unsettle(batch: list[AppendRequest]) -> None:
+    for r in batch:
+        r.result = None
+        r.error = None
 
 
 def _worth_retrying(exc: psycopg.Error, conn: Conn | None) -> bool:
@@ -335,126 +331,6 @@ def _worth_retrying(exc: psycopg.Error, conn: Conn | None) -> bool:
         return True
     # No SQLSTATE and a dead connection: the server ended the session (or went away).
     return exc.sqlstate is None and (conn is None or conn.closed or conn.broken)
-
-
-def write_group(
-    conn: Conn, batch: list[AppendRequest], clock: Clock, hasher: Hasher, channel: str, url: str
-) -> None:
-    """Write every request of `batch` inside the caller's open transaction.
-
-    The transaction first locks the writer row and holds it until COMMIT, so writers take
-    the head one at a time: seq N+1 is chosen only after the transaction holding seq N has
-    committed (PostgreSQL releases row locks after a commit becomes visible). Every snapshot
-    therefore sees a prefix 1..N of the log, and a follower reading `seq > last` never skips
-    a seq that commits late. A sequence would not give this: its numbers are handed out
-    outside the transaction and commit in any order.
-    """
-    conn.execute(_TAKE_HEAD)
-    last = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-    head_seq, head_hash, head_us = last if last else (0, GENESIS_HASH, 0)
-    start_seq = head_seq
-    # recorded_at never goes backwards along seq, so "as of a time" is a prefix of the log.
-    now_us = max(to_micros(clock.now()), head_us)
-    versions: dict[str, int] = {}
-    for req in batch:
-        version = versions.get(req.stream)
-        if version is None:
-            found = conn.execute(_STREAM_VERSION, (req.stream,)).fetchone()
-            version = int(found[0] or 0) if found else 0
-        if not expectation_holds(req.expect, version):
-            settle_refused(req, version, functools.partial(_retry_or_none, conn, req))
-            continue
-        if not req.events:
-            req.result = []
-            continue
-        rows = chain_rows(req.stream, version, req.events, head_seq, head_hash, now_us, hasher)
-        if not _insert(conn, rows):
-            try:
-                req.result = _retry_or_none(conn, req)
-            except IdempotencyConflict as e:
-                req.error = e
-                continue
-            if req.result is None:  # cannot happen while every writer takes the head first
-                raise StorageError(url, f"seq {rows[0][0]} or {req.stream!r} v{rows[0][2]} already taken")
-            continue
-        head_seq, head_hash = rows[-1][0], rows[-1][10]
-        versions[req.stream] = rows[-1][2]
-        req.result = rows_to_records(rows)
-    if head_seq != start_seq:
-        conn.execute("SELECT pg_notify(%s, %s)", (channel, str(head_seq)))
-
-
-def _insert(conn: Conn, rows: list[Row]) -> bool:
-    """Insert one request's rows; False, with nothing inserted, if a unique key is taken."""
-    if len(rows) == 1:
-        cur = conn.execute(f"{_INSERT} ON CONFLICT DO NOTHING", rows[0])
-        return cur.rowcount == 1
-    try:
-        with conn.transaction():  # a savepoint: a conflict undoes this request only
-            conn.cursor().executemany(_INSERT, rows)
-    except psycopg.errors.UniqueViolation:
-        return False
-    return True
-
-
-def _retry_or_none(conn: Conn, req: AppendRequest) -> list[Record] | None:
-    ids = [e.event_id for e in req.events]
-    if not ids:
-        return None
-    found = conn.execute(f"SELECT {COLUMNS} FROM events WHERE event_id = ANY(%s)", (ids,)).fetchall()
-    return resolve_retry(req.stream, req.events, {row[7]: cast(Row, row) for row in found})
-
-
-def migrate(conn: Conn) -> str:
-    """Create the schema if missing, apply pending named migrations, and return the schema."""
-    if not _pending(conn):
-        return str(_scalar(conn, "SELECT current_schema()"))
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        schema = _scalar(conn, "SELECT current_schema()")
-        if schema is None:
-            schema = _first_on_search_path(conn)
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-        if _scalar(conn, "SELECT to_regclass('schema_migrations')") is None:
-            conn.execute(
-                "CREATE TABLE schema_migrations "
-                "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-            )
-        for name in _pending(conn):
-            for statement in dict(MIGRATIONS)[name]:
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (name,))
-    return str(schema)
-
-
-def _pending(conn: Conn) -> list[str]:
-    if _scalar(conn, "SELECT current_schema()") is None:
-        return [name for name, _ in MIGRATIONS]
-    if _scalar(conn, "SELECT to_regclass('schema_migrations')") is None:
-        return [name for name, _ in MIGRATIONS]
-    applied = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
-    return [name for name, _ in MIGRATIONS if name not in applied]
-
-
-def _scalar(conn: Conn, query: str) -> Any:
-    row = conn.execute(query).fetchone()
-    return row[0] if row else None
-
-
-_PATH_ITEM = re.compile(r'\s*("(?:[^"]|"")*"|[^,]*?)\s*(?:,|$)')
-
-
-def _first_on_search_path(conn: Conn) -> str:
-    path = str(_scalar(conn, "SELECT current_setting('search_path')"))
-    first = _PATH_ITEM.match(path)
-    name = first.group(1) if first else ""
-    if name.startswith('"'):
-        name = name[1:-1].replace('""', '"')
-    if name == "$user":
-        name = str(_scalar(conn, "SELECT current_user"))
-    if not name:
-        raise psycopg.ProgrammingError("the search_path names no schema to create the log in")
-    return name
 
 
 def channel_for(schema: str) -> str:

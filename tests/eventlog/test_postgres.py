@@ -100,7 +100,7 @@ def raw_append(conn, schema: str, stream: str, *events: NewEvent) -> AppendReque
     from eventlog._postgres import channel_for, write_group
 
     req = AppendRequest(stream, encode_events(events), ANY)
-    write_group(conn, [req], ManualClock(), make_hasher(), channel_for(schema), "test")
+    write_group(conn, [req], ManualClock(), make_hasher(), channel_for(schema))
     return req
 
 
@@ -258,6 +258,8 @@ def test_logs_opening_at_once_migrate_once(open_pg, url):
             ("0002_run_starts_index",),
             ("0003_approval_indexes",),
             ("0004_data_search",),
+            ("0005_group_commit",),
+            ("0006_data_search_off_the_write_path",),
         ]
 
 

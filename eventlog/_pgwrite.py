@@ -1,0 +1,367 @@
+"""The PostgreSQL write path: a group of appends in one statement, chained onto the head the writer holds.
+
+Every writer locks the writer row and keeps it until COMMIT, so writers take the head one at
+a time: seq N+1 is chosen only after the transaction holding seq N committed (PostgreSQL
+releases row locks after a commit becomes visible). Every snapshot therefore sees a prefix
+1..N of the log, and a follower reading `seq > last` never skips a seq that commits late. A
+sequence would not give this: its numbers are handed out outside the transaction and commit
+in any order.
+
+The chain's hashes are computed here, by the writer (an HMAC key never leaves the process),
+so they need the head before the group is written. A group goes in one of three ways:
+
+- `write_fast`: chained onto the head this writer holds (the one it committed or saw last)
+  with the stream versions it holds, then one statement, `flightlog_append`, locks the row,
+  checks that head and every stream's version, and inserts — or, when anything moved, writes
+  nothing and answers what it found. One round trip; the row is held only inside the server.
+- `write_group`: when the head moved under this writer (another server writes too), or a
+  version is not known: one statement locks the row and reads the head and every stream's
+  version (`flightlog_writer_head`), the group is chained onto them and goes in with one
+  statement, and COMMIT; pipelined, two round trips, the row held across one.
+- `write_each`: request by request, settling every case (an event id already stored: a
+  retry), the way the log wrote before the functions existed.
+
+The two calls are prepared statements from their first use on a connection (which costs that
+use one more round trip), so the server parses them once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple, cast
+
+import psycopg
+
+from ._append import AppendRequest, Row, chain_rows, resolve_retry, rows_to_records, settle_refused
+from ._chain import Hasher
+from ._clock import Clock, to_micros
+from ._errors import IdempotencyConflict, StorageError
+from ._pgconn import Conn
+from ._record import GENESIS_HASH, Expect, Record, expectation_holds
+from ._sqlreads import COLUMNS
+
+TAKE_HEAD = "SELECT id FROM events_writer WHERE id = 1 FOR UPDATE"
+_WRITER_HEAD = "SELECT * FROM flightlog_writer_head(%s::text[])"
+_APPEND = (
+    "SELECT * FROM flightlog_append(%s::bigint, %s::text, %s::text[], %s::bigint[], %s::text[], "
+    "%s::bigint[], %s::text[], %s::integer[], %s::bytea[], %s::bytea[], %s::text[], %s::text[], "
+    "%s::bigint, %s::text, %s::boolean)"
+)
+_STREAM_VERSION = "SELECT MAX(version) FROM events WHERE stream = %s"
+_INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+
+
+class Found(NamedTuple):
+    """The head and the stream versions found under the writer row."""
+
+    seq: int
+    hash: str
+    recorded_us: int
+    versions: list[int]
+
+
+class WriterHeads:
+    """The head this writer committed last and the stream versions it knows, to chain the next
+    group onto.
+
+    The versions may be out of date (another process writes too): `flightlog_append` checks
+    them, and the head, under the writer row before it writes anything. At most LIMIT streams
+    are remembered; beyond that, the half written least recently is forgotten. Used by the
+    writer alone, under the log's write lock.
+    """
+
+    LIMIT = 2_048  # streams remembered at most (each stream name is kept)
+
+    def __init__(self) -> None:
+        self.head: tuple[int, str, int] | None = None  # seq, hash, recorded_us
+        self.versions: dict[str, int] = {}  # least recently written first
+        # Another writer committed since this one last did: the next group locks the row
+        # first rather than chain onto a head it would most likely find moved.
+        self.contended = False
+
+    def found(self, streams: list[str], found: Found) -> None:
+        """Note what a statement found under the writer row."""
+        self.contended = self.head is not None and self.head[:2] != (found.seq, found.hash)
+        self.note(dict(zip(streams, found.versions, strict=True)))
+
+    def wrote(self, plan: Plan) -> None:
+        """Note a group committed as planned."""
+        self.head = plan.end
+        self.note(plan.versions)
+
+    def note(self, versions: dict[str, int]) -> None:
+        known = self.versions
+        for stream, version in versions.items():
+            known.pop(stream, None)
+            known[stream] = version
+        if len(known) > self.LIMIT:
+            for stream in list(itertools.islice(known, len(known) - self.LIMIT // 2)):
+                del known[stream]
+
+    def forget(self) -> None:
+        self.head = None
+        self.versions.clear()
+        self.contended = False
+
+
+Refuse = Callable[[AppendRequest, int, list[Row]], None]
+
+
+@dataclass
+class Plan:
+    """A group chained onto a head: the rows to insert, and what each stream's version must be first."""
+
+    after: tuple[int, str, int]  # the head the rows follow: seq, hash, recorded_us
+    now_us: int
+    starts: dict[str, int] = field(default_factory=dict)  # each stream's version before the group
+    versions: dict[str, int] = field(default_factory=dict)  # ... and after it
+    chained: list[tuple[AppendRequest, list[Row]]] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+
+    @classmethod
+    def chain(
+        cls,
+        batch: list[AppendRequest],
+        head: tuple[int, str, int],
+        version_of: Callable[[AppendRequest], int | None],
+        now_us: int,
+        hasher: Hasher,
+        refuse: Refuse | None,
+    ) -> Plan | None:
+        """Chain every request of `batch` onto `head`, each stream from `version_of` (or the
+        group's own rows). A request whose expectation fails is settled by `refuse`; without
+        `refuse`, or when a stream's version is not known, there is no plan (None)."""
+        plan = cls(head, max(now_us, head[2]))
+        seq, prev, _ = head
+        versions, starts = plan.versions, plan.starts
+        for req in batch:
+            version = versions.get(req.stream)
+            if version is None:
+                version = version_of(req)
+                if version is None:
+                    return None
+                starts[req.stream] = versions[req.stream] = version
+            if not expectation_holds(req.expect, version):
+                if refuse is None:
+                    return None
+                refuse(req, version, plan.rows)
+                continue
+            if not req.events:
+                req.result = []
+                continue
+            rows = chain_rows(req.stream, version, req.events, seq, prev, plan.now_us, hasher)
+            plan.chained.append((req, rows))
+            plan.rows.extend(rows)
+            seq, prev = rows[-1][0], rows[-1][10]
+            versions[req.stream] = rows[-1][2]
+        return plan
+
+    @property
+    def end(self) -> tuple[int, str, int]:
+        """The head once the plan is written."""
+        last = self.rows[-1] if self.rows else None
+        return (last[0], last[10], self.now_us) if last else self.after
+
+    def params(self, channel: str, *, strict: bool) -> tuple[object, ...]:
+        """The arguments of `flightlog_append` for this plan (`strict`: the row is held already)."""
+        cols = list(zip(*self.rows, strict=True)) or [()] * 11
+        return (
+            self.after[0],
+            self.after[1],
+            list(self.starts),
+            list(self.starts.values()),
+            list(cols[1]),
+            list(cols[2]),
+            list(cols[3]),
+            list(cols[4]),
+            list(cols[5]),
+            list(cols[6]),
+            list(cols[7]),
+            list(cols[10]),
+            self.now_us,
+            channel,
+            strict,
+        )
+
+    def settle(self) -> None:
+        for req, rows in self.chained:
+            req.result = rows_to_records(rows)
+
+
+class Outcome(enum.Enum):
+    """What `write_fast` did."""
+
+    WRITTEN = "written"
+    NOT_WRITTEN = "not written"  # nothing was written: write the group under the writer row
+    TAKEN = "taken"  # an event id is stored already (a retry): write the group request by request
+
+
+def write_fast(
+    conn: Conn, batch: list[AppendRequest], clock: Clock, hasher: Hasher, heads: WriterHeads, channel: str
+) -> Outcome:
+    """Write `batch` with one statement on an autocommit connection, or nothing.
+
+    The rows are chained onto the head and stream versions `heads` holds; a stream it does not
+    hold is taken to be at the version its append expects exactly (0 for NO_STREAM). When the
+    head moved or a version differs, the statement writes nothing and answers what it found.
+    """
+    if heads.head is None or heads.contended:
+        return Outcome.NOT_WRITTEN
+    plan = Plan.chain(
+        batch, heads.head, functools.partial(_assumed, heads.versions), to_micros(clock.now()), hasher, None
+    )
+    if plan is None:
+        return Outcome.NOT_WRITTEN
+    try:
+        found = conn.execute(_APPEND, plan.params(channel, strict=False), prepare=True).fetchone()
+    except psycopg.errors.UniqueViolation:
+        return Outcome.TAKEN
+    if found is not None:
+        heads.found(list(plan.starts), Found(*found))
+        return Outcome.NOT_WRITTEN
+    heads.wrote(plan)
+    plan.settle()
+    return Outcome.WRITTEN
+
+
+def _assumed(known: dict[str, int], req: AppendRequest) -> int | None:
+    version = known.get(req.stream)
+    if version is not None:
+        return version
+    if req.expect is Expect.NO_STREAM:
+        return 0
+    if isinstance(req.expect, int):
+        return req.expect
+    return None
+
+
+def write_group(
+    conn: Conn,
+    batch: list[AppendRequest],
+    clock: Clock,
+    hasher: Hasher,
+    channel: str,
+    heads: WriterHeads | None = None,
+) -> Plan:
+    """Write every request of `batch` inside the caller's open transaction, holding the writer row.
+
+    Raises psycopg's UniqueViolation when an event id is stored already (a retry): the caller
+    rolls back and writes the group with `write_each`. Pipelined, the lock and the reads go in
+    one round trip and the rows with the COMMIT in another. Returns the plan written, for the
+    caller to note in `heads` once committed.
+    """
+    streams = list(dict.fromkeys(req.stream for req in batch))
+    row = conn.execute(_WRITER_HEAD, (streams,), prepare=True).fetchone()
+    assert row is not None, "flightlog_writer_head answers one row"
+    found = Found(*row)
+    if heads is not None:
+        heads.found(streams, found)
+    truth = dict(zip(streams, found.versions, strict=True))
+    head = (found.seq, found.hash, found.recorded_us)
+    plan = Plan.chain(
+        batch,
+        head,
+        lambda req: truth[req.stream],
+        to_micros(clock.now()),
+        hasher,
+        functools.partial(_refuse, conn),
+    )
+    assert plan is not None, "every stream's version is known"
+    if plan.rows:
+        # Strict: what it finds cannot differ while every writer takes the row first, and if
+        # it did the statement fails (no answer to wait for: it is pipelined with the COMMIT).
+        conn.execute(_APPEND, plan.params(channel, strict=True), prepare=True)
+    plan.settle()
+    return plan
+
+
+@contextlib.contextmanager
+def pipelined_transaction(conn: Conn) -> Iterator[None]:
+    """A transaction on an autocommit connection in pipeline mode: BEGIN goes with the first
+    statement, COMMIT with the last, so `write_group` costs two round trips. Rolled back if
+    anything fails (the connection is left idle, never inside a failed transaction)."""
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            yield
+            conn.execute("COMMIT")
+    except BaseException:
+        if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
+        raise
+
+
+def _refuse(conn: Conn, req: AppendRequest, version: int, chained: list[Row]) -> None:
+    """Settle a refused request: a retry of rows stored, or chained earlier in this group, or a
+    ConcurrencyError."""
+    settle_refused(req, version, functools.partial(_retry_or_none, conn, req, chained))
+
+
+def write_each(
+    conn: Conn, batch: list[AppendRequest], clock: Clock, hasher: Hasher, channel: str, url: str
+) -> None:
+    """Write the requests of `batch` one by one inside the caller's open transaction, settling
+    every case (a retry of a stored event id finds the stored records)."""
+    conn.execute(TAKE_HEAD)
+    last = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+    head_seq, head_hash, head_us = last if last else (0, GENESIS_HASH, 0)
+    start_seq = head_seq
+    # recorded_at never goes backwards along seq, so "as of a time" is a prefix of the log.
+    now_us = max(to_micros(clock.now()), head_us)
+    versions: dict[str, int] = {}
+    for req in batch:
+        version = versions.get(req.stream)
+        if version is None:
+            found = conn.execute(_STREAM_VERSION, (req.stream,)).fetchone()
+            version = int(found[0] or 0) if found else 0
+        if not expectation_holds(req.expect, version):
+            settle_refused(req, version, functools.partial(_retry_or_none, conn, req, []))
+            continue
+        if not req.events:
+            req.result = []
+            continue
+        rows = chain_rows(req.stream, version, req.events, head_seq, head_hash, now_us, hasher)
+        if not _insert(conn, rows):
+            try:
+                req.result = _retry_or_none(conn, req, [])
+            except IdempotencyConflict as e:
+                req.error = e
+                continue
+            if req.result is None:  # cannot happen while every writer takes the head first
+                raise StorageError(url, f"seq {rows[0][0]} or {req.stream!r} v{rows[0][2]} already taken")
+            continue
+        head_seq, head_hash = rows[-1][0], rows[-1][10]
+        versions[req.stream] = rows[-1][2]
+        req.result = rows_to_records(rows)
+    if head_seq != start_seq:
+        conn.execute("SELECT pg_notify(%s, %s)", (channel, str(head_seq)))
+
+
+def _insert(conn: Conn, rows: list[Row]) -> bool:
+    """Insert one request's rows; False, with nothing inserted, if a unique key is taken."""
+    if len(rows) == 1:
+        cur = conn.execute(f"{_INSERT} ON CONFLICT DO NOTHING", rows[0])
+        return cur.rowcount == 1
+    try:
+        with conn.transaction():  # a savepoint: a conflict undoes this request only
+            conn.cursor().executemany(_INSERT, rows)
+    except psycopg.errors.UniqueViolation:
+        return False
+    return True
+
+
+def _retry_or_none(conn: Conn, req: AppendRequest, chained: list[Row]) -> list[Record] | None:
+    ids = [e.event_id for e in req.events]
+    if not ids:
+        return None
+    found = conn.execute(f"SELECT {COLUMNS} FROM events WHERE event_id = ANY(%s)", (ids,)).fetchall()
+    stored = {row[7]: cast(Row, row) for row in found}
+    wanted = set(ids)
+    stored.update((row[7], row) for row in chained if row[7] in wanted)
+    return resolve_retry(req.stream, req.events, stored)
