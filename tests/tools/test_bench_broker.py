@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
+from tests.conftest import pg_unavailable, pg_url, require_or_skip
 from tools.cli import cli
 
 
@@ -71,3 +73,43 @@ def test_the_table_names_both_targets(tmp_path):
     assert "raw sqlite3: single-row commits/s" in result.output
     assert "durable reports/s" in result.output
     assert "PASS" in result.output or "MISS" in result.output
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_db_reports_per_backend_and_two_servers_beside_one(tmp_path):
+    if reason := pg_unavailable():
+        require_or_skip(reason)
+    import psycopg
+
+    url = pg_url() or ""
+    bench_schemas = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'flightlog_bench_%'"
+    with psycopg.connect(url, autocommit=True) as conn:
+        before = conn.execute(bench_schemas).fetchone()
+    args = ["bench", "broker", "--quick", "--json", "--dir", str(tmp_path), "--db", url]
+    args += ["--agents", "4", "--reports", "40", "--seconds", "0.5", "--pushes", "2", "--rounds", "2"]
+    args += ["--polls", "3"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    figures = out["figures"]
+    for name in ("postgres", "postgres2"):
+        assert figures[f"{name}.reports_per_s"] > 0
+        assert figures[f"{name}.reports_per_s_median"] <= figures[f"{name}.reports_per_s"]
+        assert figures[f"{name}.server_cpu_us"] >= 0  # counted in clock ticks: may round to 0
+    for key in ("postgres_vs_sqlite", "two_servers_vs_one"):
+        ratio = out["ratios"][key]
+        assert len(ratio["rounds"]) == 2  # one per round, taken within the round
+        assert min(ratio["rounds"]) <= ratio["value"] <= max(ratio["rounds"])
+        assert isinstance(out["targets"][key]["pass"], bool)
+    assert out["settings"]["postgres"]["url"].startswith("postgresql://")
+    assert out["settings"]["postgres"]["synchronous_commit"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(bench_schemas).fetchone() == before  # every temporary schema is dropped
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_db_takes_only_a_postgresql_url(tmp_path):
+    result = CliRunner().invoke(cli, ["bench", "broker", "--quick", "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2
+    assert "postgresql://" in result.output

@@ -20,9 +20,12 @@ to it over loopback, one keep-alive connection each:
   from the ask to the wait's answer, one ask in flight at a time.
 - **raw**: raw sqlite3 inserting one row per transaction into the same schema, in the same
   run: the durable-commit rate of the disk.
+- **PostgreSQL** (with `--db postgresql://…`): the same reports on one server on a PostgreSQL
+  schema, and on two servers sharing another schema, the agents split between them
+  (`broker_backends`).
 
-Rounds of raw, ceiling and reports are interleaved, so each sees the same moments of a
-noisy machine.
+Rounds of raw, ceiling and reports (and PostgreSQL's) are interleaved, so each sees the same
+moments of a noisy machine.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ import click
 import orjson
 from rich.table import Table
 
-from .._output import console, emit_json, targets_table, temp_dir_option, with_status
+from .._output import console, emit_json, require_extra, targets_table, temp_dir_option, with_status
+from . import broker_backends as pg
 from . import log_workloads as w
 from .approvals import percentile
 from .broker_client import Agent, Connection, ServerProcess
@@ -163,17 +167,27 @@ def _report_counts(operator: Connection) -> dict[str, int]:
 # -- the run -----------------------------------------------------------------------------------
 
 
-def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> dict[str, Any]:
-    """Run every workload; return figures, ratios, targets and settings as one JSON-able dict."""
+def run(
+    sizes: Sizes, parent: str | None, advance: Callable[[str], object], pg_url: str | None = None
+) -> dict[str, Any]:
+    """Run every workload; return figures, ratios, targets and settings as one JSON-able dict.
+
+    With `pg_url`, every round also reports to one and to two servers on PostgreSQL.
+    """
     rounds: list[Round] = []
     ceilings: list[Round] = []
     raw_rates: list[float] = []
     latencies: list[float] = []
-    with served(parent, sizes.agents) as (server, team, operator), ceiling_served(sizes.agents) as stack:
-        ceiling, ceiling_team = stack
+    on_pg: tuple[list[pg.Round], list[pg.Round]] = ([], [])
+    with contextlib.ExitStack() as stack:
+        server, team, operator = stack.enter_context(served(parent, sizes.agents))
+        ceiling, ceiling_team = stack.enter_context(ceiling_served(sizes.agents))
+        fleets = [stack.enter_context(pg.served(pg_url, n, sizes.agents)) for n in (1, 2) if pg_url]
         advance("warm-up")
         report_round(server, team, operator, sizes.agents * 10, sizes.seconds)
         report_round(ceiling, ceiling_team, None, sizes.agents * 10, sizes.seconds)
+        for fleet in fleets:
+            pg.fleet_round(fleet, sizes.agents * 10, sizes.seconds)
         for r in range(sizes.rounds):
             # Interleaved, so every side sees the same moments of a noisy machine.
             advance(f"raw sqlite3: round {r + 1}/{sizes.rounds}")
@@ -184,6 +198,9 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
             ceilings.append(report_round(ceiling, ceiling_team, None, sizes.reports, sizes.seconds))
             advance(f"reports: round {r + 1}/{sizes.rounds}")
             rounds.append(report_round(server, team, operator, sizes.reports, sizes.seconds))
+            for n, fleet in enumerate(fleets):
+                advance(f"reports on PostgreSQL, {n + 1} server(s): round {r + 1}/{sizes.rounds}")
+                on_pg[n].append(pg.fleet_round(fleet, sizes.reports, sizes.seconds))
         advance("delivery")
         latencies = delivery(team, operator, sizes.pushes)
         advance("asks")
@@ -192,7 +209,14 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
         registered = registration(server, sizes.polls)
         advance(f"{sizes.polls:,} idle long polls")
         polls = long_polls(server.port, sizes.polls, registered.pop("tokens"))
-    return _result(sizes, rounds, ceilings, raw_rates, (latencies, round_trips), registered, polls)
+    result = _result(sizes, rounds, ceilings, raw_rates, (latencies, round_trips), registered, polls)
+    if pg_url:
+        on = pg.figures([r.per_s for r in rounds], *on_pg)
+        result["figures"].update(on["figures"])
+        result["ratios"].update(on["ratios"])
+        result["targets"].update(pg.targets(on["ratios"]))
+        result["settings"]["postgres"] = w.pg_settings(pg_url)
+    return result
 
 
 def registration(server: ServerProcess, count: int) -> dict[str, Any]:
@@ -332,9 +356,15 @@ def _report(result: dict[str, Any]) -> None:
     table.add_row("  their answer p50 / max (s)", f"{fig['polls.p50_s']:.3f} / {fig['polls.max_s']:.3f}")
     table.add_row("appends per registered run", f"{fig['register.appends_per_run']:.2f}")
     table.add_row("server threads started by the registrations", f"{fig['register.threads_added']}")
+    if "postgres.reports_per_s" in fig:
+        table.add_row("PostgreSQL, one server: durable reports/s", f"{fig['postgres.reports_per_s']:,.0f}")
+        table.add_row("  its server CPU per durable report (µs)", f"{fig['postgres.server_cpu_us']:,.0f}")
+        table.add_row("PostgreSQL, two servers: durable reports/s", f"{fig['postgres2.reports_per_s']:,.0f}")
+        table.add_row("  their server CPU per durable report (µs)", f"{fig['postgres2.server_cpu_us']:,.0f}")
     console.print(table)
     for r in result["ratios"].values():
-        console.print(f"{r['label']}: {r['value']:.2f}x", soft_wrap=True)
+        spread = f" (rounds {min(r['rounds']):.2f} to {max(r['rounds']):.2f})" if "rounds" in r else ""
+        console.print(f"{r['label']}: {r['value']:.2f}x{spread}", soft_wrap=True)
     console.print(targets_table(result["targets"].values()))
     console.print(
         f"WAL, synchronous={st['synchronous']} on both sides; SQLite {st['sqlite']}, {st['cpus']} CPUs "
@@ -355,6 +385,12 @@ def _report(result: dict[str, Any]) -> None:
 @click.option("--rounds", type=click.IntRange(1), help="Report rounds (the best counts).")
 @click.option("--polls", type=click.IntRange(1), help="Idle long polls held at once (one run each).")
 @temp_dir_option
+@click.option(
+    "--db",
+    "pg_url",
+    metavar="postgresql://…",
+    help="Also report to one and to two servers on this PostgreSQL database, each in a temporary schema.",
+)
 def bench_broker(
     quick: bool,
     as_json: bool,
@@ -365,6 +401,7 @@ def bench_broker(
     rounds: int | None,
     polls: int | None,
     parent: str | None,
+    pg_url: str | None,
 ) -> None:
     """The HTTP broker: reports/s, CPU per report, push → poll and ask → reply, next to the stack's ceiling.
 
@@ -374,12 +411,15 @@ def bench_broker(
     a thousand runs (appends and threads counted) and holds one idle long poll for each. The same
     uvicorn and Starlette answering the same bodies without storing them (the ceiling), and
     raw sqlite3 single-row commits, are measured in the same run. Each figure is checked
-    against its target (PASS/MISS).
+    against its target (PASS/MISS). With --db postgresql://…, every round also reports to one
+    server on PostgreSQL and to two sharing it (the agents split between them), and the
+    PostgreSQL/SQLite and two-servers/one ratios are taken round by round.
 
     \b
     Example:
       flightlog bench broker --quick
       flightlog bench broker --json > broker.json
+      flightlog bench broker --db postgresql://localhost/flightlog
     """
     sizes = QUICK if quick else FULL_RUN
     sizes = replace(
@@ -391,7 +431,12 @@ def bench_broker(
         rounds=rounds or sizes.rounds,
         polls=polls or sizes.polls,
     )
-    result = with_status("bench broker", lambda update: run(sizes, parent, update))
+    if pg_url:
+        require_extra("psycopg", "postgres", "flightlog bench broker --db postgresql://…")
+        shown_url = w.check_pg(pg_url)
+    result = with_status("bench broker", lambda update: run(sizes, parent, update, pg_url))
+    if pg_url:
+        result["settings"]["postgres"]["url"] = shown_url
     if as_json:
         emit_json(result)
     else:

@@ -55,21 +55,29 @@ async def _agent(port: int, request: bytes, share: int, end: float, posted: Post
 
 
 def post_all(
-    port: int, path: str, bodies: list[bytes], share: int, seconds: float
+    port: int,
+    path: str,
+    bodies: list[bytes],
+    share: int,
+    seconds: float,
+    *,
+    ports: list[int] | None = None,
 ) -> tuple[list[int], float]:
     """Each body posted `share` times at most by its own connection, all at once, for `seconds`.
 
+    With `ports`, body i goes to server `ports[i]` (several servers at once), else to `port`.
     Returns the acknowledgements per body and the seconds it took.
     """
     posted = [Posted() for _ in bodies]
+    targets = ports if ports is not None else [port] * len(bodies)
 
     async def main() -> float:
         start = time.perf_counter()
         end = start + seconds
         await asyncio.gather(
             *(
-                _agent(port, request_bytes(path, b), share, end, p)
-                for b, p in zip(bodies, posted, strict=True)
+                _agent(to, request_bytes(path, b), share, end, p)
+                for to, b, p in zip(targets, bodies, posted, strict=True)
             )
         )
         return time.perf_counter() - start

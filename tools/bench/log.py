@@ -23,7 +23,7 @@ from typing import Any
 import click
 import orjson
 
-from eventlog import EventLogError, open_log
+from eventlog import open_log
 
 from .._output import emit_json, err_console, progress, require_extra, temp_dir_option
 from . import log_ceilings as ceilings
@@ -291,7 +291,7 @@ def bench_log(
     )
     if pg_url:
         require_extra("psycopg", "postgres", "flightlog bench log --db postgresql://…")
-    shown_url = _check_pg(pg_url) if pg_url else ""
+    shown_url = w.check_pg(pg_url) if pg_url else ""
     sizes = QUICK if quick else FULL_RUN
     if events is not None:
         sizes = replace(
@@ -323,18 +323,3 @@ def bench_log(
         emit_json(result)
     else:
         report(result)
-
-
-def _check_pg(url: str) -> str:
-    """Fail early, without showing a password, unless `url` opens a log; return it fit to show."""
-    if not url.startswith(("postgresql://", "postgres://")):
-        raise click.UsageError(
-            "--db takes a postgresql:// URL (the SQLite workloads always run in temporary files; "
-            "--dir says where)"
-        )
-    try:
-        with w.fresh_schema(url) as probe, open_log(probe) as log:
-            shown: str = log.url  # the driver's URL without its password
-    except EventLogError as e:
-        raise click.ClickException(str(e)) from None
-    return shown.rsplit("options=-csearch_path", 1)[0].rstrip("?&")

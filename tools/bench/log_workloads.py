@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from typing import Any, cast
 
+import click
 import orjson
 
-from eventlog import EventLog, NewEvent, decode, open_log
+from eventlog import EventLog, EventLogError, NewEvent, decode, open_log
 from eventlog.events import Event, event
 
 SYNC = "FULL"
@@ -31,8 +32,8 @@ BATCH = 100
 STREAM_LEN = 1000  # events per stream in every workload; also the size of the stream load
 PAGE = 1000  # rows per query when reading eventsourcing's notifications, as flightlog pages
 TOPIC = "tools.bench.log_workloads:BenchEventRecorded"
-# The lean row flightlog's SQLite log stores (see docs/internals.md, "The row on disk"): JSON TEXT data and meta,
-# the event id's 16 bytes, the hash's 32 bytes.
+# The lean row flightlog's SQLite log stores (see docs/internals.md, "The row on disk"): JSON
+# TEXT data and meta, the event id's 16 bytes, the hash's 32 bytes.
 COLUMNS = "seq, stream, version, type, schema, data, meta, event_id, recorded_at, hash"
 _INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
 _NO_HASH = bytes(32)  # raw sqlite3 stores a placeholder: it is the floor, not a hash chain
@@ -91,6 +92,21 @@ def fresh_schema(url: str) -> Iterator[str]:
             drop()  # best effort: the error on its way out is the one to report
         raise
     drop()
+
+
+def check_pg(url: str) -> str:
+    """Fail early, without showing a password, unless `url` opens a log; return it fit to show."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise click.UsageError(
+            "--db takes a postgresql:// URL (the SQLite workloads always run in temporary files; "
+            "--dir says where)"
+        )
+    try:
+        with fresh_schema(url) as probe, open_log(probe) as log:
+            shown: str = log.url  # the driver's URL without its password
+    except EventLogError as e:
+        raise click.ClickException(str(e)) from None
+    return shown.rsplit("options=-csearch_path", 1)[0].rstrip("?&")
 
 
 def pg_settings(url: str) -> dict[str, str]:
