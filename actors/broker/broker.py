@@ -17,7 +17,7 @@ from eventlog import Clock, EventLog, Record
 from eventlog.events import BrokerReset
 from projections import Views
 
-from .._aggregate import Execute, GetState, Refresh
+from .._aggregate import GetState, Refresh, folded
 from .._directory import Directory
 from .._errors import (
     BrokerError,
@@ -45,7 +45,7 @@ from .model import (
 from .parking import Parking
 from .permissions import PermissionRelay
 from .quotas import Buckets, Quotas
-from .run_actor import RunActor, Take
+from .run_actor import RunActor
 from .run_decider import (
     TOKEN_CHANGES,
     DeleteRun,
@@ -58,12 +58,31 @@ from .run_decider import (
     Rekey,
     RevokeToken,
     RunState,
+    TakeControl,
+    evolve,
 )
 from .view import RunPage, fold_run_page, fold_run_view
+from .writer import Reply as Answer
 from .writer import RunWriter
 
 # Undelivered control messages a run may hold before pushes are refused (HTTP 429).
 DEFAULT_QUEUE_LIMIT = 1000
+
+
+def _after(before: RunState, after: RunState, records: list[Record]) -> tuple[RunState, list[Record]]:
+    """A command's answer to the Python API: the run's state after it, and what it recorded."""
+    return after, records
+
+
+def _queued(before: RunState, after: RunState, records: list[Record]) -> ControlMessage | None:
+    """A push's answer: the message as queued (its created_at set), even when a waiting poll took
+    it in the same append."""
+    return folded(before, records[0], evolve).queue[-1] if records else None
+
+
+def _taken(before: RunState, after: RunState, records: list[Record]) -> list[ControlMessage]:
+    """A delivery's answer: the queue it took (the whole queue it was decided on), oldest first."""
+    return list(before.queue) if records else []
 
 
 class Broker(PermissionRelay, HotPath):
@@ -296,8 +315,8 @@ class Broker(PermissionRelay, HotPath):
         A message from a run (`from_run_id`, no operator) is bounded by `queue_limit` and
         the sender's share of it; operator control and the system's notices never are.
         """
-        state, records = self._exec(run_id, self.queue_bound(message))
-        return state.queue[-1] if records else message
+        queued: ControlMessage | None = self._exec(run_id, self.queue_bound(message), reply=_queued)
+        return queued or message
 
     def send(self, run_id: str, kind: str, payload: Any, correlation_id: str = "") -> None:
         msg = ControlMessage(correlation_id or make_token(), kind, run_id, "", raw_json(payload))
@@ -319,7 +338,7 @@ class Broker(PermissionRelay, HotPath):
         """Drain the run's whole queue, oldest first (a ControlDelivered event records it)."""
         if not self.admits(run_id):
             raise RunNotFoundError(run_id)
-        taken: list[ControlMessage] = self._dir.ask(run_id, Take())
+        taken: list[ControlMessage] = self._writer.call(run_id, TakeControl(), _taken)
         return taken
 
     def queue_depth(self, run_id: str) -> int:
@@ -435,7 +454,8 @@ class Broker(PermissionRelay, HotPath):
     def run_command(self, run_id: str, command: object, *, actor: str = "") -> tuple[RunState, list[Record]]:
         """Decide and record a command of the run's aggregate (RunNotFoundError if it is absent);
         `actor` (default: the run) goes in the meta."""
-        return self._exec(run_id, command, actor)
+        done: tuple[RunState, list[Record]] = self._exec(run_id, command, actor)
+        return done
 
     def _state(self, run_id: str) -> RunState:
         known = self._known.get(run_id)
@@ -446,8 +466,10 @@ class Broker(PermissionRelay, HotPath):
         state: RunState = self._dir.ask(run_id, GetState())
         return state
 
-    def _exec(self, run_id: str, command: object, actor: str = "") -> tuple[RunState, list[Record]]:
-        """Decide and record `command` on the run's actor; `actor` (default: the run) goes in the meta."""
+    def _exec(self, run_id: str, command: object, actor: str = "", reply: Answer = _after) -> Any:
+        """Decide and record `command` through the run writer; `actor` (default: the run) goes in
+        the meta. The answer is `reply(state before, state after, records)`: by default the state
+        after and the records."""
         if not _storable(run_id):
             # Its actor could not even start (the stream name is invalid): answer as the
             # decider would for a run that does not exist.
@@ -461,10 +483,7 @@ class Broker(PermissionRelay, HotPath):
             if isinstance(command, DeleteRun):
                 return RunState(run_id), []
             raise RunNotFoundError(run_id)
-        result: tuple[RunState, list[Record]] = self._dir.ask(
-            run_id, Execute(command, {"actor": actor or f"run:{run_id}"})
-        )
-        return result
+        return self._writer.call(run_id, command, reply, actor=actor)
 
     def on_record(self, record: Record) -> None:
         """Follower hook: another writer appended to a run stream."""

@@ -1,8 +1,9 @@
-"""The broker's run actor: the run decider's shell; it also drains queues for in-process callers.
+"""The broker's run actor: a run's folded state, kept while the run is in use.
 
-The actor shares its run's latest state with the hot path's writer (`known.KnownRuns`): it
-publishes every state it reaches, and adopts a later one the writer published instead of
-reading the log for it.
+Every command on a run goes through the writer (`writer.RunWriter`); the actor answers reads
+(`GetState`) and folds what other processes wrote (`Refresh`, from the follower). It shares
+its run's latest state with the writer (`known.KnownRuns`): it publishes every state it
+reaches, and adopts a later one the writer published instead of reading the log for it.
 """
 
 from __future__ import annotations
@@ -12,18 +13,13 @@ from typing import Any
 
 from eventlog import Clock, EventLog, Record
 
-from .._aggregate import AggregateActor, folded
+from .._aggregate import AggregateActor
 from .known import KnownRuns
 from .run_decider import (
     RUNS,
     TOKEN_CHANGES,
     RunState,
-    TakeControl,
 )
-
-
-class Take:
-    """Message: drain the queue and reply with the messages taken, oldest first."""
 
 
 class RunActor(AggregateActor[RunState]):
@@ -62,27 +58,6 @@ class RunActor(AggregateActor[RunState]):
         known = self._known.get(self.id)
         if known is not None and known.fresh and known.version > self.version:
             self.state, self.version, self.loaded = known.state, known.version, True
-
-    def handle(self, message: Any) -> Any:
-        if isinstance(message, Take):
-            if self.state.exists and not self.state.queue:
-                return []
-            before, version = self.state.queue, self.version
-            _, records = self.execute(TakeControl(), {"actor": f"run:{self.id}"})
-            if not records:
-                return []
-            if records[0].version == version + 1:
-                return list(before)  # decided on the state we held: that whole queue was taken
-            # Another writer appended first and we decided again: what this delivery took is
-            # the queue as it stood just before it (ids alone are ambiguous: they may repeat).
-            return list(self._state_before(records[0].version).queue)
-        return super().handle(message)
-
-    def _state_before(self, version: int) -> RunState:
-        state = self.aggregate.initial(self.id)
-        for record in self.log.read(self.stream, to_version=version - 1):
-            state = folded(state, record, self.aggregate.evolve)
-        return state
 
     def on_changed(self, records: list[Record]) -> None:
         self._known.publish(self.id, self.state, self.version)

@@ -1,12 +1,14 @@
-"""The broker's hot path: run writes decided on known states, group-committed by one thread.
+"""The broker's one write path: run writes decided on known states, group-committed by one thread.
 
-A report, finish, reply, heartbeat, registration, control push or delivery made over HTTP is
-a `HotCall`. One writer thread takes every call waiting, decides each on the run's known
-state (`known.KnownRuns`, folding the stream when it has none), and appends them all with
-`EventLog.append_many` — one transaction, one commit — each with `expect=` the version it was
-decided on. A call whose append meets another writer's (ConcurrencyError) is decided again
-on the folded stream, as a run actor does. Each caller hears its answer once its commit
-returned, by a callback: no thread waits for it, and no thread is started per run.
+Every command on a run is a `HotCall`: a report, finish, reply, heartbeat, registration,
+control push or delivery made over HTTP (answered by a callback), and every command of the
+Python API and the CLI (`RunWriter.call`, which blocks on the same call). One writer thread
+takes every call waiting, decides each on the run's known state (`known.KnownRuns`, folding
+the stream when it has none), and appends them all with `EventLog.append_many` — one
+transaction, one commit — each with `expect=` the version it was decided on. A call whose
+append meets another writer's (another process's: ConcurrencyError) is decided again on the
+folded stream. An HTTP caller hears its answer once its commit returned, by a callback: no
+thread waits for it, and no thread is started per run.
 
 A run has at most one call in each transaction; its later calls wait for the next one, in
 the order they came.
@@ -44,7 +46,7 @@ class HotCall:
     """
 
     __slots__ = (
-        "_done", "_error", "_value", "attempts", "command", "handed", "parked", "reply", "run_id",
+        "_done", "_error", "_value", "actor", "attempts", "command", "handed", "parked", "reply", "run_id",
         "token_sha256",
     )  # fmt: skip
 
@@ -55,8 +57,10 @@ class HotCall:
         command: object,
         reply: Reply,
         done: Callable[[], object],
+        actor: str = "",
     ) -> None:
         self.run_id = run_id
+        self.actor = actor or f"run:{run_id}"  # who the records' meta names
         self.token_sha256 = token_sha256
         self.command = command
         self.reply = reply
@@ -142,6 +146,17 @@ class RunWriter:
                 self._cond.notify()
         return call
 
+    def call(self, run_id: str, command: object, reply: Reply, *, actor: str = "") -> Any:
+        """Submit `command` of `run_id` and wait until it is decided and committed: the way in of
+        the Python API and the CLI, the same path as the HTTP server's. Returns `reply(...)`'s
+        answer, or raises the decider's refusal or the log's error."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("the run writer's own thread cannot wait for a write")
+        answered = threading.Event()
+        call = self.submit(HotCall(run_id, None, command, reply, answered.set, actor))
+        answered.wait()
+        return call.result()
+
     def close(self) -> None:
         """Finish the calls already submitted, then stop the thread."""
         with self._cond:
@@ -220,7 +235,7 @@ class RunWriter:
             appends = []
             for call, known, events, _ in planned:
                 # Events with the append's meta: stored as encode(e, meta=...) stores them.
-                meta = {"actor": f"run:{call.run_id}"}
+                meta = {"actor": call.actor}
                 appends.append((f"run-{call.run_id}", events, known.version or NO_STREAM, meta))
                 self.known.writing(call.run_id, known.version + len(events))
             try:

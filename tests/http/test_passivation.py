@@ -75,7 +75,10 @@ def test_five_hundred_idle_runs_give_their_threads_back(client, register, system
     assert threading.active_count() <= baseline + 1 + SLACK
     for i in range(0, 500, 2):
         assert system.broker.queue_depth(f"r{i}") == 0
-        system.broker.take_control(f"r{i}")
+        assert system.broker.take_control(f"r{i}") == []  # a write: the writer's, no thread of its own
+    assert threading.active_count() <= baseline + 1 + SLACK
+    for i in range(0, 500, 2):
+        system.broker.run_state(f"r{i}", fresh=True)  # a read from the log starts the run's actor
     assert threading.active_count() >= baseline + 250  # one thread per live run actor
     clock.advance(IDLE / 2)
     system.tick()

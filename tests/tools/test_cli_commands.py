@@ -134,6 +134,10 @@ RUNS: dict[tuple[str, ...], Invocation] = {
         flags("--quick --json --agents 2 --reports 20 --seconds 0.05 --pushes 3 --rounds 1 --dir", str(tmp)),
         0,
     ),
+    ("bench", "workers"): lambda db, s, tmp: (
+        flags("--quick --json --agents 2 --seconds 0.1 --rounds 1 --postgres", "", "--dir", str(tmp)),
+        0,
+    ),
 }
 
 
