@@ -103,11 +103,15 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             # stream's version are read, each statement with a snapshot taken after the lock.
             """
             CREATE FUNCTION flightlog_writer_head(
-                p_streams TEXT[],
+                p_streams JSON,
                 OUT head_seq BIGINT, OUT head_hash TEXT, OUT head_us BIGINT, OUT versions BIGINT[]
             )
             LANGUAGE plpgsql AS $$
             DECLARE
+                names TEXT[] := ARRAY(
+                    SELECT s.name FROM json_array_elements_text(p_streams) WITH ORDINALITY AS s(name, n)
+                    ORDER BY s.n
+                );
                 latest BIGINT;
             BEGIN
                 PERFORM 1 FROM events_writer WHERE id = 1 FOR UPDATE;
@@ -120,11 +124,11 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
                 END IF;
                 -- One simple query per stream: its plan is cached, where one query over all
                 -- of them would be planned again at every call.
-                versions := array_fill(0::BIGINT, ARRAY[coalesce(cardinality(p_streams), 0)]);
-                FOR i IN 1 .. coalesce(cardinality(p_streams), 0) LOOP
+                versions := array_fill(0::BIGINT, ARRAY[cardinality(names)]);
+                FOR i IN 1 .. cardinality(names) LOOP
                     latest := NULL;
                     SELECT e.version INTO latest FROM events e
-                        WHERE e.stream = p_streams[i] ORDER BY e.version DESC LIMIT 1;
+                        WHERE e.stream = names[i] ORDER BY e.version DESC LIMIT 1;
                     versions[i] := coalesce(latest, 0);
                 END LOOP;
             END
@@ -136,21 +140,26 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             # answer (the writer chains again), or, with p_strict (the caller held the row
             # already, so nothing can differ), an error; else the rows go in with one INSERT,
             # their seq and prev_hash following from the head, and followers are notified.
+            # The rows come as JSON (parsed once, in C) but for data and meta: bytes, exactly
+            # as the hash covers them, whatever the database's encoding.
             """
             CREATE FUNCTION flightlog_append(
-                p_after_seq BIGINT, p_after_hash TEXT, p_streams TEXT[], p_starts BIGINT[],
-                p_stream TEXT[], p_version BIGINT[], p_type TEXT[], p_schema INTEGER[],
-                p_data BYTEA[], p_meta BYTEA[], p_event_id TEXT[], p_hash TEXT[],
-                p_recorded_at BIGINT, p_channel TEXT, p_strict BOOLEAN
+                p_after_seq BIGINT, p_after_hash TEXT, p_streams JSON, p_starts JSON, p_rows JSON,
+                p_data BYTEA[], p_meta BYTEA[], p_recorded_at BIGINT, p_channel TEXT, p_strict BOOLEAN
             )
             RETURNS TABLE (head_seq BIGINT, head_hash TEXT, head_us BIGINT, versions BIGINT[])
             LANGUAGE plpgsql AS $$
             DECLARE
                 h RECORD;
+                starts BIGINT[] := ARRAY(
+                    SELECT s.v::BIGINT FROM json_array_elements_text(p_starts) WITH ORDINALITY AS s(v, n)
+                    ORDER BY s.n
+                );
+                written BIGINT;
             BEGIN
                 h := flightlog_writer_head(p_streams);
                 IF h.head_seq <> p_after_seq OR h.head_hash <> p_after_hash
-                   OR h.head_us > p_recorded_at OR h.versions <> p_starts THEN
+                   OR h.head_us > p_recorded_at OR h.versions <> starts THEN
                     IF p_strict THEN
                         RAISE EXCEPTION 'the head moved from seq % while the writer row was held',
                             p_after_seq;
@@ -160,13 +169,17 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
                 END IF;
                 INSERT INTO events
                     (seq, stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash)
-                SELECT p_after_seq + r.n, r.stream, r.version, r.type, r.schema, r.data, r.meta,
+                SELECT p_after_seq + r.n, r.stream, r.version, r.type, r.schema, p_data[r.n::INTEGER],
+                    p_meta[r.n::INTEGER],
                     r.event_id, p_recorded_at, coalesce(lag(r.hash) OVER (ORDER BY r.n), p_after_hash),
                     r.hash
-                FROM unnest(p_stream, p_version, p_type, p_schema, p_data, p_meta, p_event_id, p_hash)
-                    WITH ORDINALITY AS r(stream, version, type, schema, data, meta, event_id, hash, n);
-                IF cardinality(p_hash) > 0 THEN
-                    PERFORM pg_notify(p_channel, (p_after_seq + cardinality(p_hash))::text);
+                FROM ROWS FROM (
+                    json_to_recordset(p_rows)
+                        AS (stream TEXT, version BIGINT, type TEXT, schema INTEGER, event_id TEXT, hash TEXT)
+                ) WITH ORDINALITY AS r(stream, version, type, schema, event_id, hash, n);
+                GET DIAGNOSTICS written = ROW_COUNT;
+                IF written > 0 THEN
+                    PERFORM pg_notify(p_channel, (p_after_seq + written)::text);
                 END IF;
             END
             $$
