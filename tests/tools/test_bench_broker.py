@@ -8,19 +8,24 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import pg_unavailable, pg_url, require_or_skip
+from tools.bench.broker_capacity import ROWS
 from tools.cli import cli
 
 
 def test_quick_json_reports_every_figure(tmp_path):
     args = ["bench", "broker", "--quick", "--json", "--dir", str(tmp_path)]
     args += ["--agents", "2", "--reports", "20", "--seconds", "0.5", "--pushes", "3", "--rounds", "1"]
-    args += ["--polls", "5"]
+    args += ["--polls", "5", "--capacity", "20", "--window", "1"]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
 
     figures = out["figures"]
-    assert set(figures) == {
+    capacity = {name for name in figures if name.startswith("capacity.20.")}
+    assert {name.removeprefix("capacity.20.") for name in capacity} == {key for key, _, _ in ROWS}
+    assert figures["capacity.20.polls_on_time"] <= 1
+    assert figures["capacity.20.push_p99_ms"] >= figures["capacity.20.push_p50_ms"]
+    assert set(figures) - capacity == {
         "reports.durable_per_s",
         "reports.durable_per_s_median",
         "reports.server_cpu_us",
@@ -40,13 +45,16 @@ def test_quick_json_reports_every_figure(tmp_path):
     }
     for name, value in figures.items():
         # CPU is counted in clock ticks: a tiny round may take less than one.
-        zero_allowed = name == "register.threads_added" or name.endswith("server_cpu_us")
+        zero_allowed = name == "register.threads_added" or name.endswith(("cpu_us", "cpu_idle"))
         assert value > 0 or (zero_allowed and value == 0), name
     assert figures["register.appends_per_run"] == 1  # one append per registration
     assert figures["polls.within_timeout"] <= 5
     assert out["ratios"]["reports_vs_raw_commits"]["value"] > 0
     assert out["ratios"]["reports_vs_ceiling"]["value"] > 0
-    assert set(out["targets"]) == {
+    assert {name for name in out["targets"] if name.startswith("capacity_20_")} == {
+        f"capacity_20_{name}" for name in ("on_time", "push_p99", "rss", "poll_cpu", "report_cpu")
+    }
+    assert {name for name in out["targets"] if not name.startswith("capacity_")} == {
         "reports_per_s",
         "reports_vs_ceiling",
         "server_cpu_us",
@@ -57,7 +65,7 @@ def test_quick_json_reports_every_figure(tmp_path):
         "register_threads",
     }
     for name, target in out["targets"].items():
-        assert target["value"] > 0 or name in {"register_threads", "server_cpu_us"}
+        assert target["value"] > 0 or name in {"register_threads", "server_cpu_us"} or name.endswith("cpu")
         assert isinstance(target["pass"], bool)
     settings = out["settings"]
     assert (settings["synchronous"], settings["agents"], settings["pushes"]) == ("FULL", 2, 3)
@@ -67,7 +75,7 @@ def test_quick_json_reports_every_figure(tmp_path):
 def test_the_table_names_both_targets(tmp_path):
     args = ["bench", "broker", "--quick", "--dir", str(tmp_path)]
     args += ["--agents", "2", "--reports", "10", "--seconds", "0.5", "--pushes", "2", "--rounds", "1"]
-    args += ["--polls", "3"]
+    args += ["--polls", "3", "--capacity", "10", "--window", "1"]
     result = CliRunner().invoke(cli, args, catch_exceptions=False, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "raw sqlite3: single-row commits/s" in result.output
@@ -88,7 +96,7 @@ def test_db_reports_per_backend_and_two_servers_beside_one(tmp_path):
         before = conn.execute(bench_schemas).fetchone()
     args = ["bench", "broker", "--quick", "--json", "--dir", str(tmp_path), "--db", url]
     args += ["--agents", "4", "--reports", "40", "--seconds", "0.5", "--pushes", "2", "--rounds", "2"]
-    args += ["--polls", "3"]
+    args += ["--polls", "3", "--capacity", "10", "--window", "1"]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)

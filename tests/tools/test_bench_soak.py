@@ -12,7 +12,7 @@ from tools.cli import cli
 
 def test_a_small_soak_reports_every_figure_and_target(tmp_path):
     args = ["bench", "soak", "--json", "--dir", str(tmp_path), "--events", "1000", "--runs", "4"]
-    args += ["--agents", "2", "--polls", "20", "--strangers", "40"]
+    args += ["--agents", "2", "--polls", "20", "--strangers", "40", "--capacity", "20", "--window", "1"]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
@@ -25,9 +25,11 @@ def test_a_small_soak_reports_every_figure_and_target(tmp_path):
         assert readings == sorted(readings)
     assert figures["fixed.new_runs"] == 0  # the slope target's soak keeps its set of runs
     assert figures["polls.answered"] == 20  # every poll was answered (how fast is the bench's to say)
+    capacity = {f"capacity_20_{name}" for name in ("on_time", "push_p99", "rss", "poll_cpu", "report_cpu")}
     assert set(out["targets"]) == {
-        "slope", "rss", "polls", "strangers", "hostile_stop", "hostile_reports", "hostile_rss",
+        "slope", "rss", "polls", "strangers", "hostile_stop", "hostile_reports", "hostile_rss", *capacity,
     }  # fmt: skip
+    assert figures["capacity.20.rss_open_mib"] > 0  # the level's server, with its agents connected
     # The hostile mix: every attack was answered, the big payloads and peer fields refused.
     assert figures["hostile.stops"] > 0
     assert figures["hostile.stops_refused"] == 0

@@ -127,11 +127,13 @@ RUNS: dict[tuple[str, ...], Invocation] = {
     ("bench", "replay"): lambda db, s, tmp: (flags("--runs 10 --json --log", str(tmp / "replay.db")), 0),
     ("bench", "console"): lambda db, s, tmp: (flags("--quick --runs 10 --json"), 0),
     ("bench", "soak"): lambda db, s, tmp: (
-        flags("--json --events 1000 --runs 3 --agents 2 --polls 10 --strangers 10 --dir", str(tmp)),
+        flags("--json --events 1000 --runs 3 --agents 2 --polls 10 --strangers 10 --dir", str(tmp))
+        + flags("--capacity 10 --window 1"),
         0,
     ),
     ("bench", "broker"): lambda db, s, tmp: (
-        flags("--quick --json --agents 2 --reports 20 --seconds 0.05 --pushes 3 --rounds 1 --dir", str(tmp)),
+        flags("--quick --json --agents 2 --reports 20 --seconds 0.05 --pushes 3 --rounds 1 --dir", str(tmp))
+        + flags("--capacity 10 --window 1"),
         0,
     ),
     ("bench", "workers"): lambda db, s, tmp: (

@@ -47,6 +47,7 @@ from .._output import console, emit_json, require_extra, targets_table, temp_dir
 from . import broker_backends as pg
 from . import log_workloads as w
 from .approvals import percentile
+from .broker_capacity import capacity, capacity_figures, capacity_options, capacity_table, capacity_targets
 from .broker_client import Agent, Connection, ServerProcess
 from .broker_latency import asks, delivery
 from .broker_load import post_all
@@ -69,9 +70,11 @@ class Sizes:
     pushes: int  # delivery samples
     rounds: int  # report and raw rounds, interleaved; the best counts
     polls: int = 1000  # runs registered, then idle long polls held at once (one per run)
+    capacity: tuple[int, ...] = (1000, 5000, 10_000)  # agents long-polling, one level per fresh server
+    window: float = 6.0  # seconds each capacity level is measured idle, then loaded
 
 
-QUICK = Sizes(agents=16, reports=3000, seconds=1.5, pushes=80, rounds=1)
+QUICK = Sizes(agents=16, reports=3000, seconds=1.5, pushes=80, rounds=1, capacity=(500,), window=3.0)
 FULL_RUN = Sizes(agents=16, reports=30_000, seconds=4.0, pushes=500, rounds=3)
 
 
@@ -209,7 +212,11 @@ def run(
         registered = registration(server, sizes.polls)
         advance(f"{sizes.polls:,} idle long polls")
         polls = long_polls(server.port, sizes.polls, registered.pop("tokens"))
+    levels = capacity(parent, sizes.capacity, sizes.window, advance)
     result = _result(sizes, rounds, ceilings, raw_rates, (latencies, round_trips), registered, polls)
+    result["figures"].update(capacity_figures(levels))
+    result["targets"].update(capacity_targets(levels))
+    result["settings"].update(capacity=list(sizes.capacity), window=sizes.window)
     if pg_url:
         on = pg.figures([r.per_s for r in rounds], *on_pg)
         result["figures"].update(on["figures"])
@@ -362,6 +369,7 @@ def _report(result: dict[str, Any]) -> None:
         table.add_row("PostgreSQL, two servers: durable reports/s", f"{fig['postgres2.reports_per_s']:,.0f}")
         table.add_row("  their server CPU per durable report (µs)", f"{fig['postgres2.server_cpu_us']:,.0f}")
     console.print(table)
+    console.print(capacity_table(result["figures"], st["capacity"]))
     for r in result["ratios"].values():
         spread = f" (rounds {min(r['rounds']):.2f} to {max(r['rounds']):.2f})" if "rounds" in r else ""
         console.print(f"{r['label']}: {r['value']:.2f}x{spread}", soft_wrap=True)
@@ -384,6 +392,7 @@ def _report(result: dict[str, Any]) -> None:
 @click.option("--pushes", type=click.IntRange(1), help="Deliveries to time.")
 @click.option("--rounds", type=click.IntRange(1), help="Report rounds (the best counts).")
 @click.option("--polls", type=click.IntRange(1), help="Idle long polls held at once (one run each).")
+@capacity_options("1000,5000,10000; --quick 500")
 @temp_dir_option
 @click.option(
     "--db",
@@ -400,6 +409,8 @@ def bench_broker(
     pushes: int | None,
     rounds: int | None,
     polls: int | None,
+    levels: tuple[int, ...] | None,
+    window: float | None,
     parent: str | None,
     pg_url: str | None,
 ) -> None:
@@ -408,7 +419,9 @@ def bench_broker(
     Starts `flightlog serve` on a temporary database in a child process, registers a run per
     agent, and drives it over loopback: reports from every agent at once, then pushes to
     agents waiting in long polls, then asks from one agent answered by another, then registers
-    a thousand runs (appends and threads counted) and holds one idle long poll for each. The same
+    a thousand runs (appends and threads counted) and holds one idle long poll for each. Then,
+    on a fresh server per level, thousands of agents long-poll at once (--capacity): the empty
+    poll's CPU, then reports and pushes beside the polls (polls on time, push → poll). The same
     uvicorn and Starlette answering the same bodies without storing them (the ceiling), and
     raw sqlite3 single-row commits, are measured in the same run. Each figure is checked
     against its target (PASS/MISS). With --db postgresql://…, every round also reports to one
@@ -430,6 +443,8 @@ def bench_broker(
         pushes=pushes or sizes.pushes,
         rounds=rounds or sizes.rounds,
         polls=polls or sizes.polls,
+        capacity=levels or sizes.capacity,
+        window=window or sizes.window,
     )
     if pg_url:
         require_extra("psycopg", "postgres", "flightlog bench broker --db postgresql://…")

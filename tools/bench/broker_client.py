@@ -98,6 +98,16 @@ class ServerProcess:
         with contextlib.closing(sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)) as conn:
             return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
 
+    def health(self) -> None:
+        """Ask `/health` on a new connection: the server's loop has taken what came before it."""
+        conn = Connection(self.port)
+        try:
+            status, body = conn.request("GET", "/health")
+        finally:
+            conn.close()
+        if status != 200:
+            raise click.ClickException(f"/health answered {status}: {body[:200]!r}")
+
     def close(self) -> None:
         """SIGTERM, then SIGKILL if it has not stopped in time."""
         if self.proc.poll() is None:

@@ -11,8 +11,9 @@ new runs). The server's RSS and thread count are read from `/proc` at intervals;
 slope per 10k events is fitted by least squares after the warm-up. Then, on the mixed
 server, two checks of what must not grow: strangers' requests (a thread per refused run id
 would show) and a thousand long polls at once (each must be answered within its timeout
-plus 0.2 s). Last, on a fresh server with every quota at its default, the hostile mix
-(`soak_hostile`): a few attacking runs among normal ones.
+plus 0.2 s). Then, on a fresh server with every quota at its default, the hostile mix
+(`soak_hostile`): a few attacking runs among normal ones. Last, the capacity levels of
+`broker_capacity`: thousands of agents long-polling at once, each level on a fresh server.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import contextlib
 import itertools
 import os
 import secrets
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,14 +29,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import click
-import orjson
 from rich.table import Table
 
 from .._output import console, emit_json, targets_table, temp_dir_option, with_status
 from . import log_workloads as w
+from .broker_capacity import capacity, capacity_figures, capacity_options, capacity_table, capacity_targets
 from .broker_client import Agent, Connection, ServerProcess
 from .soak_hostile import NORMAL_RUNS, hostile, hostile_targets
 from .soak_polls import long_polls, server_stats, strangers
+from .soak_traffic import FIXED, MIX, MIXED, MIXES, Traffic, log_events, schedule
 
 HOSTILE_REPORTS = 150  # each normal run's reports in each phase of the hostile mix (within a burst)
 SLOPE_TARGET = 0.2  # MiB of RSS per 10k events after the warm-up, at most
@@ -59,108 +60,13 @@ class Sizes:
     warm_up: float  # share of the events before the slope is fitted
     polls: int  # long polls held at once in the poll check
     strangers: int  # requests naming unknown runs in the strangers' check
+    capacity: tuple[int, ...] = (1000, 5000, 10_000)  # agents long-polling, one level per fresh server
+    window: float = 6.0  # seconds each capacity level is measured idle, then loaded
 
 
-QUICK = Sizes(events=20_000, runs=40, agents=8, samples=10, warm_up=0.3, polls=1000, strangers=2000)
+QUICK = Sizes(events=20_000, runs=40, agents=8, samples=10, warm_up=0.3, polls=1000, strangers=2000,
+              capacity=(1000,))  # fmt: skip
 FULL_RUN = Sizes(events=200_000, runs=40, agents=8, samples=20, warm_up=0.2, polls=1000, strangers=2000)
-
-# One agent's step: (weight, name). Each names a handler of `Traffic` below.
-MIX = (
-    (60, "report"),
-    (15, "heartbeat"),
-    (8, "push_and_poll"),
-    (5, "permission"),
-    (3, "finish"),
-    (3, "operator_runs"),
-    (1, "new_run"),
-)
-# The two soaks: over the fixed set of runs registered at the start, then with new ones too.
-FIXED, MIXED = "fixed", "mixed"
-MIXES = {FIXED: tuple((weight, name) for weight, name in MIX if name != "new_run"), MIXED: MIX}
-
-
-def log_events(path: str) -> int:
-    """The log's head seq, read from the file by a read-only connection of our own."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-    try:
-        return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
-    finally:
-        conn.close()
-
-
-class Traffic:
-    """The agents' steps over one server; each step is one agent's request or two."""
-
-    def __init__(self, port: int, operator: dict[str, str], runs: list[Agent]) -> None:
-        self.port = port
-        self.operator = operator
-        self.runs = runs
-        self.created = 0
-        self._lock = threading.Lock()
-
-    def report(self, a: Agent, n: int) -> None:
-        body = {
-            "run_id": a.run_id,
-            "token": a.token,
-            "state": "working",
-            "payload": {"tool": "shell", "n": n},
-        }
-        a.conn.call("/report", body)
-
-    def heartbeat(self, a: Agent, n: int) -> None:
-        status, body = a.conn.post("/heartbeat", orjson.dumps({"run_id": a.run_id, "token": a.token}))
-        if status != 200:
-            raise click.ClickException(f"/heartbeat answered {status}: {body.decode(errors='replace')[:200]}")
-
-    def push_and_poll(self, a: Agent, n: int) -> None:
-        message = {"id": f"m{n}", "type": "steer", "run_id": a.run_id, "payload": {"n": n}}
-        self._operator(a.conn, "POST", "/push-control", message)  # the server has an operator token
-        polled = a.conn.call("/poll-control", {"run_id": a.run_id, "token": a.token})
-        if not polled:
-            raise click.ClickException(f"a poll of {a.run_id} after a push answered []")
-
-    def permission(self, a: Agent, n: int) -> None:
-        request = {"run_id": a.run_id, "token": a.token, "request_id": f"p{n}", "tool_name": "grep"}
-        a.conn.call("/permission_request", {**request, "description": "ls", "input_preview": "ls"})
-        a.conn.call(
-            "/permission", {"run_id": a.run_id, "token": a.token, "request_id": f"p{n}", "behavior": "allow"}
-        )
-
-    def finish(self, a: Agent, n: int) -> None:
-        body = {"run_id": a.run_id, "token": a.token, "status": "done", "summary": f"step {n}"}
-        a.conn.call("/finish", body)
-
-    def operator_runs(self, a: Agent, n: int) -> None:
-        self._operator(a.conn, "GET", "/api/v1/runs", None)
-
-    def new_run(self, a: Agent, n: int) -> None:
-        with self._lock:
-            self.created += 1
-            run_id = f"soak-new-{self.created:06d}"
-        token = a.conn.call("/register", {"run_id": run_id})["token"]
-        a.conn.call("/report", {"run_id": run_id, "token": token, "state": "working", "payload": {}})
-        a.conn.call("/finish", {"run_id": run_id, "token": token, "status": "done", "summary": ""})
-
-    def _operator(self, conn: Connection, method: str, path: str, value: Any) -> Any:
-        headers = conn.headers
-        conn.headers = {**headers, **self.operator}
-        try:
-            status, body = conn.request(method, path, None if value is None else orjson.dumps(value))
-        finally:
-            conn.headers = headers
-        if status != 200:
-            raise click.ClickException(f"{path} answered {status}: {body.decode(errors='replace')[:200]}")
-        return orjson.loads(body)
-
-
-def schedule(seed: int, mix: tuple[tuple[int, str], ...] = MIX) -> Iterator[str]:
-    """An endless, reproducible sequence of step names drawn from `mix` by weight."""
-    import random
-
-    rng = random.Random(seed)
-    names = [name for weight, name in mix for _ in range(weight)]
-    while True:
-        yield rng.choice(names)
 
 
 @contextlib.contextmanager
@@ -298,6 +204,8 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
         finally:
             server.close()
     figures.update({f"hostile.{k}": v for k, v in attacked.items() if k != "answers"})
+    levels = capacity(parent, sizes.capacity, sizes.window, advance)
+    figures.update(capacity_figures(levels))
     figures.update(
         {
             "strangers.threads_added": ghosts["threads_added"],
@@ -313,13 +221,15 @@ def run(sizes: Sizes, parent: str | None, advance: Callable[[str], object]) -> d
         "targets": {
             **_targets(figures, sizes, polls["timeout_s"]),
             **hostile_targets({k.removeprefix("hostile."): v for k, v in figures.items()}, RSS_TARGET),
+            **capacity_targets(levels),
         },
         "hostile_answers": attacked["answers"],
         "settings": {
             **{
                 k: getattr(sizes, k)
-                for k in ("events", "runs", "agents", "samples", "warm_up", "polls", "strangers")
+                for k in ("events", "runs", "agents", "samples", "warm_up", "polls", "strangers", "window")
             },
+            "capacity": list(sizes.capacity),
             "mix": {name: weight for weight, name in MIX},
             "fixed_leaves_out": sorted({n for _, n in MIXES[MIXED]} - {n for _, n in MIXES[FIXED]}),
             "synchronous": w.SYNC,
@@ -414,6 +324,7 @@ def _report(result: dict[str, Any]) -> None:
         ),
         soft_wrap=True,
     )
+    console.print(capacity_table(fig, st["capacity"]))
     console.print(targets_table(result["targets"].values()))
     console.print(
         f"synchronous={st['synchronous']}; {st['cpus']} CPUs shared by the server and the agents, "
@@ -434,6 +345,7 @@ def _report(result: dict[str, Any]) -> None:
 @click.option("--agents", type=click.IntRange(1, 256), help="Concurrent agents (connections).")
 @click.option("--polls", type=click.IntRange(1, 5000), help="Long polls held at once in the poll check.")
 @click.option("--strangers", type=click.IntRange(1), help="Requests naming unknown runs in that check.")
+@capacity_options("1000,5000,10000; --quick 1000")
 @temp_dir_option
 def bench_soak(
     quick: bool,
@@ -443,6 +355,8 @@ def bench_soak(
     agents: int | None,
     polls: int | None,
     strangers: int | None,
+    levels: tuple[int, ...] | None,
+    window: float | None,
     parent: str | None,
 ) -> None:
     """A server under steady traffic: RSS and threads as the log grows, the RSS slope per 10k events.
@@ -453,7 +367,9 @@ def bench_soak(
     fresh server with new runs registered on the way too (mixed). The slope target is for
     the fixed set of runs; the mixed soak's slope is reported beside it. Then checks that
     strangers' requests start no threads and that a thousand concurrent long polls are
-    answered on time. Each figure is checked against its target (PASS/MISS).
+    answered on time, then the hostile mix, then thousands of agents long-polling at each
+    --capacity level on a fresh server (RSS with them all connected, polls on time, push →
+    poll beside reports). Each figure is checked against its target (PASS/MISS).
 
     \b
     Example:
@@ -468,6 +384,8 @@ def bench_soak(
         agents=agents or sizes.agents,
         polls=polls or sizes.polls,
         strangers=strangers or sizes.strangers,
+        capacity=levels or sizes.capacity,
+        window=window or sizes.window,
     )
     result = with_status("bench soak", lambda update: run(sizes, parent, update))
     if as_json:

@@ -82,7 +82,7 @@ def long_polls(port: int, count: int, tokens: dict[str, str] | None = None) -> d
     """
     if tokens is None:
         tokens = register_runs(port, [f"soak-poller-{i:05d}" for i in range(count)])
-    _room_for(count + 100)
+    room_for(count + 100)
     # This process's own collector pausing its loop (40 ms at a time, with a thousand
     # connections open) would be counted as the server's lateness: it waits until the end.
     gc.disable()
@@ -122,7 +122,7 @@ def register_runs(port: int, run_ids: list[str]) -> dict[str, str]:
     return tokens
 
 
-def _room_for(sockets: int) -> None:
+def room_for(sockets: int) -> None:
     """Raise this process's open-file limit towards its hard limit, for `sockets` connections."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < sockets:
