@@ -17,7 +17,7 @@ from eventlog import Clock, EventLog, Record
 from eventlog.events import BrokerReset
 from projections import Views
 
-from .._aggregate import GetState, Refresh, folded
+from .._aggregate import GetState, Refresh
 from .._directory import Directory
 from .._errors import (
     BrokerError,
@@ -27,8 +27,9 @@ from .._errors import (
 from ..approvals import ApprovalQueue, needs_operator
 from .asks import AskOutcome
 from .conversation import DEFAULT_ASK_TIMEOUT, Conversations
-from .hot import MAX_RUN_ID_LENGTH, HotPath
+from .hot import MAX_RUN_ID_LENGTH, HotPath, Pending
 from .known import KnownRuns
+from .listeners import RunListeners
 from .model import (
     FINISH_KINDS,
     ORIGIN_LOCAL,
@@ -42,7 +43,7 @@ from .model import (
     raw_json,
     token_digest,
 )
-from .parking import Parking
+from .parking import Parked, Parking
 from .permissions import PermissionRelay
 from .quotas import Buckets, Quotas
 from .run_actor import RunActor
@@ -59,34 +60,48 @@ from .run_decider import (
     RevokeToken,
     RunState,
     TakeControl,
-    evolve,
 )
 from .view import RunPage, fold_run_page, fold_run_view
 from .writer import Reply as Answer
-from .writer import RunWriter
+from .writer import RunWriter, queued_message, state_after, taken_queue
 
 # Undelivered control messages a run may hold before pushes are refused (HTTP 429).
 DEFAULT_QUEUE_LIMIT = 1000
 
 
-def _after(before: RunState, after: RunState, records: list[Record]) -> tuple[RunState, list[Record]]:
-    """A command's answer to the Python API: the run's state after it, and what it recorded."""
-    return after, records
+class Broker:
+    """Runs, their control queues, reports, finishes, replies and permission requests.
 
+    Built of parts: every run command goes through one `RunWriter`; `hot` starts the HTTP
+    server's calls on it without blocking; `permissions` relays permission requests through the
+    approval gate; `conversations` holds asks between runs. The parts' calls are the broker's
+    too (bound in `__init__`, documented on the parts).
+    """
 
-def _queued(before: RunState, after: RunState, records: list[Record]) -> ControlMessage | None:
-    """A push's answer: the message as queued (its created_at set), even when a waiting poll took
-    it in the same append."""
-    return folded(before, records[0], evolve).queue[-1] if records else None
-
-
-def _taken(before: RunState, after: RunState, records: list[Record]) -> list[ControlMessage]:
-    """A delivery's answer: the queue it took (the whole queue it was decided on), oldest first."""
-    return list(before.queue) if records else []
-
-
-class Broker(PermissionRelay, HotPath):
-    """Runs, their control queues, reports, finishes, replies and permission requests."""
+    # PermissionRelay's
+    permission_request: Callable[..., str]
+    permission_decision: Callable[..., None]
+    approval_decided: Callable[[str], None]
+    open_permissions: Callable[[str], int]
+    # Conversations': asks between runs and their replies, and peer discovery
+    ask: Callable[[str, str, str, Any], None]
+    answer: Callable[[str, str, str, Any], str]  # "" when routed to the asker, else the note
+    wait_reply: Callable[..., AskOutcome | None]
+    cancel_message: Callable[[str, str], None]
+    sessions: Callable[[], list[dict[str, Any]]]
+    update_session_info: Callable[..., None]
+    tick: Callable[[], int]  # times out the asks past their deadline; how many
+    # RunListeners': who waits for a run's control messages
+    on_control: Callable[[str, Callable[[], object]], Callable[[], None]]
+    has_waiters: Callable[[str], bool]
+    _signal: Callable[[str], None]
+    # HotPath's: the HTTP server's non-blocking calls
+    call_as_run: Callable[[str, str, Report | Finish | Reply | None, Callable[[], object]], Pending]
+    call_take_as_run: Callable[[str, str, Callable[[], object]], Pending]
+    queue_control: Callable[[str, ControlMessage, Callable[[], object]], Pending]
+    register_soon: Callable[..., Pending]
+    park: Callable[[str, Callable[[], object], str], Parked]
+    leave: Callable[[Parked, Callable[[], object]], Parked]
 
     def __init__(
         self,
@@ -100,19 +115,31 @@ class Broker(PermissionRelay, HotPath):
         operator_decides: str = "high",
         quotas: Quotas | None = None,
     ) -> None:
-        needs_operator("high", operator_decides)  # refuses an unknown policy
         self.log = log
         self.views = views
         self.clock = clock
         self.approvals = approvals
         self.queue_limit = queue_limit
         self.set_quotas(quotas or Quotas())
-        # Which relayed permission requests only an operator decides (approvals.OPERATOR_DECIDES).
-        self.operator_decides = operator_decides
+        self.permissions = PermissionRelay(
+            approvals,
+            views,
+            lambda: self.quotas,
+            self.exists,
+            self._state,
+            self.run_command,
+            operator_decides,
+        )
         # The states the run actors and the writer have reached (their own appends included):
         # the writer decides on them, and the follower tells an actor to refresh only about
         # records it has not seen. An entry is only ever behind the log, never ahead.
         self._known = KnownRuns()
+        listeners = RunListeners()
+        self.on_control, self.has_waiters, self._signal = (
+            listeners.on_control,
+            listeners.has_waiters,
+            listeners.signal,
+        )
         self.conversations = Conversations(self, ask_timeout)
         asked = self._asked = self.conversations.subscribers.signal
         self._dir = Directory(
@@ -125,9 +152,38 @@ class Broker(PermissionRelay, HotPath):
         self._writer = RunWriter(
             log, clock, self._known, self._written, self._parking, admit=self.admit_write
         )
+        self.hot = HotPath(self._writer, self._known, self._parking, self.admits, self.queue_bound)
+        relay, hot, talk = self.permissions, self.hot, self.conversations
+        self.permission_request = relay.permission_request
+        self.permission_decision = relay.permission_decision
+        self.approval_decided, self.open_permissions = relay.approval_decided, relay.open_permissions
+        self.call_as_run, self.call_take_as_run = hot.call_as_run, hot.call_take_as_run
+        self.queue_control, self.register_soon = hot.queue_control, hot.register_soon
+        self.park, self.leave = hot.park, hot.leave
+        self.ask, self.answer, self.wait_reply = talk.ask, talk.reply, talk.wait_reply
+        self.cancel_message, self.sessions, self.tick = talk.cancel, talk.sessions, talk.tick
+        self.update_session_info = talk.update_info
         self._issued: dict[str, str] = {}  # run id -> raw token, for tokens issued here
         self._lock = threading.Lock()
-        self._listeners: dict[str, set[Callable[[], object]]] = {}
+
+    @property
+    def operator_decides(self) -> str:
+        """Which relayed permission requests only an operator decides (approvals.OPERATOR_DECIDES)."""
+        return self.permissions.operator_decides
+
+    @operator_decides.setter
+    def operator_decides(self, policy: str) -> None:
+        needs_operator("high", policy)  # refuses an unknown policy
+        self.permissions.operator_decides = policy
+
+    def _written(self, run_id: str, records: list[Record]) -> None:
+        """After a commit of the writer (or records of another process it folded): wake the
+        run's waiters."""
+        types = {r.type for r in records}  # one pass: this runs after every hot write
+        if "ControlQueued" in types or not types.isdisjoint(TOKEN_CHANGES):
+            self._signal(run_id)  # a waiting poll takes, or shows its token again
+        if any(t.startswith("Ask") for t in types):
+            self._asked(run_id)
 
     # -- registry --------------------------------------------------------------------------
 
@@ -315,7 +371,7 @@ class Broker(PermissionRelay, HotPath):
         A message from a run (`from_run_id`, no operator) is bounded by `queue_limit` and
         the sender's share of it; operator control and the system's notices never are.
         """
-        queued: ControlMessage | None = self._exec(run_id, self.queue_bound(message), reply=_queued)
+        queued: ControlMessage | None = self._exec(run_id, self.queue_bound(message), reply=queued_message)
         return queued or message
 
     def send(self, run_id: str, kind: str, payload: Any, correlation_id: str = "") -> None:
@@ -338,7 +394,7 @@ class Broker(PermissionRelay, HotPath):
         """Drain the run's whole queue, oldest first (a ControlDelivered event records it)."""
         if not self.admits(run_id):
             raise RunNotFoundError(run_id)
-        taken: list[ControlMessage] = self._writer.call(run_id, TakeControl(), _taken)
+        taken: list[ControlMessage] = self._writer.call(run_id, TakeControl(), taken_queue)
         return taken
 
     def queue_depth(self, run_id: str) -> int:
@@ -359,66 +415,6 @@ class Broker(PermissionRelay, HotPath):
             return self.take_control(run_id)
         finally:
             unsubscribe()
-
-    def on_control(self, run_id: str, fn: Callable[[], object]) -> Callable[[], None]:
-        """Call `fn()` whenever a control message is queued for the run; returns unsubscribe.
-
-        A run with such a listener (a long poll waiting) keeps its actor: it is not passivated.
-        """
-        with self._lock:
-            self._listeners.setdefault(run_id, set()).add(fn)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                fns = self._listeners.get(run_id)
-                if fns is not None:
-                    fns.discard(fn)
-                    if not fns:
-                        del self._listeners[run_id]
-
-        return unsubscribe
-
-    def has_waiters(self, run_id: str) -> bool:
-        """Whether anything in this process waits for the run's control messages."""
-        return run_id in self._listeners
-
-    def _signal(self, run_id: str) -> None:
-        with self._lock:
-            fns = list(self._listeners.get(run_id, ()))
-        for fn in fns:
-            fn()
-
-    # -- conversations between runs (asks and their replies) --------------------------------
-
-    def ask(self, from_run_id: str, to_run_id: str, message_id: str, payload: Any) -> None:
-        """Ask another run: the payload goes to its queue, and its one reply is awaited by id."""
-        self.conversations.ask(from_run_id, to_run_id, message_id, payload)
-
-    def answer(self, from_run_id: str, to_run_id: str, reply_to: str, payload: Any) -> str:
-        """Reply to `to_run_id`'s ask `reply_to`: "" when routed to it, else the fire-and-forget note."""
-        return self.conversations.reply(from_run_id, to_run_id, reply_to, payload)
-
-    def wait_reply(
-        self, run_id: str, message_id: str, timeout: float | None = None, stop: threading.Event | None = None
-    ) -> AskOutcome | None:
-        """Block until the run's ask is answered, cancelled or timed out; None if `timeout` passed first."""
-        return self.conversations.wait_reply(run_id, message_id, timeout, stop)
-
-    def cancel_message(self, run_id: str, message_id: str) -> None:
-        """Cancel the run's pending ask (a waiter gets `cancelled`); AskNotFoundError if none."""
-        self.conversations.cancel(run_id, message_id)
-
-    def sessions(self) -> list[dict[str, Any]]:
-        """Every registered run for peer discovery: id, label, backend, model, dir, status, last seen."""
-        return self.conversations.sessions()
-
-    def update_session_info(self, run_id: str, **info: str) -> None:
-        """Record what the run says about itself: label, backend, model, dir, status."""
-        self.conversations.update_info(run_id, **info)
-
-    def tick(self) -> int:
-        """Time out the asks past their deadline; return how many."""
-        return self.conversations.tick()
 
     # -- ingestion -------------------------------------------------------------------------
 
@@ -466,7 +462,7 @@ class Broker(PermissionRelay, HotPath):
         state: RunState = self._dir.ask(run_id, GetState())
         return state
 
-    def _exec(self, run_id: str, command: object, actor: str = "", reply: Answer = _after) -> Any:
+    def _exec(self, run_id: str, command: object, actor: str = "", reply: Answer = state_after) -> Any:
         """Decide and record `command` through the run writer; `actor` (default: the run) goes in
         the meta. The answer is `reply(state before, state after, records)`: by default the state
         after and the records."""

@@ -1,4 +1,4 @@
-"""The broker's non-blocking calls: the HTTP server's way in to the hot path (`writer`).
+"""The broker's non-blocking calls: the HTTP server's way in to the run writer (`writer`).
 
 Each starts a call and calls `done()` once its answer is in — from the writer's thread, or at
 once when the known state already answers it — the answer being the call's `result()`. None
@@ -9,26 +9,22 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-from eventlog import Record
+from typing import Any
 
 from .._errors import BrokerError, RunNotFoundError
 from .known import KnownRuns
 from .model import ORIGIN_SELF, ControlMessage, Finish, Reply, Report, token_digest
 from .parking import Parked, Parking
 from .run_decider import (
-    TOKEN_CHANGES,
     Heartbeat,
     QueueControl,
     RecordFinish,
     RecordReply,
     RecordReport,
     RegisterRun,
-    RunState,
     TakeControl,
 )
-from .writer import REFUSED, HotCall, Ready, RunWriter
+from .writer import REFUSED, HotCall, Ready, RunWriter, nothing, taken_queue
 
 # The seed takes any run id; a stream name holds at most 512 characters, "run-" included, so
 # a longer id names no run (and can register none).
@@ -36,25 +32,29 @@ MAX_RUN_ID_LENGTH = 512 - len("run-")
 
 
 class HotPath:
-    """The broker's non-blocking calls (a part of `Broker`, which sets the attributes below)."""
+    """The broker's non-blocking calls, on its writer, its known states and its parked polls.
 
-    _known: KnownRuns
-    _writer: RunWriter
-    _parking: Parking
-    _asked: Callable[[str], object]  # wakes the waiters of the run's asks
-    queue_limit: int
+    `admits(run_id, catch_up=)` says whether the run exists as this process knows it;
+    `queue_bound(message)` is the command that queues a message within the broker's bounds.
+    """
 
-    if TYPE_CHECKING:
-
-        def admits(self, run_id: str, *, catch_up: bool = True) -> bool: ...
-
-        def _signal(self, run_id: str) -> None: ...
-
-        def queue_bound(self, message: ControlMessage) -> QueueControl: ...
+    def __init__(
+        self,
+        writer: RunWriter,
+        known: KnownRuns,
+        parking: Parking,
+        admits: Callable[..., bool],
+        queue_bound: Callable[[ControlMessage], QueueControl],
+    ) -> None:
+        self._writer = writer
+        self._known = known
+        self._parking = parking
+        self.admits = admits
+        self.queue_bound = queue_bound
 
     def call_as_run(
         self, run_id: str, token: str, write: Report | Finish | Reply | None, done: Callable[[], object]
-    ) -> HotCall | Ready | _Failed:
+    ) -> Pending:
         """Start a write of `run_id` checked against its `token` (None: a heartbeat), without blocking.
 
         The token check and the write are one step of the run's writes: no other command of
@@ -71,11 +71,9 @@ class HotPath:
             command = Heartbeat()
         if not token or not self.admits(run_id, catch_up=False):
             return Ready(REFUSED, done)
-        return self._writer.submit(HotCall(run_id, token_digest(token), command, _nothing, done))
+        return self._writer.submit(HotCall(run_id, token_digest(token), command, nothing, done))
 
-    def call_take_as_run(
-        self, run_id: str, token: str, done: Callable[[], object]
-    ) -> HotCall | Ready | _Failed:
+    def call_take_as_run(self, run_id: str, token: str, done: Callable[[], object]) -> Pending:
         """Start draining `run_id`'s queue checked against its `token`, without blocking.
 
         As `call_as_run`: the result is `(authorized, messages taken)`, oldest first. A run
@@ -88,11 +86,9 @@ class HotPath:
         if known is not None and known.fresh and known.state.exists and not known.state.queue:
             ok = hmac.compare_digest(digest, known.state.token_sha256)
             return Ready((True, []) if ok else REFUSED, done)
-        return self._writer.submit(HotCall(run_id, digest, TakeControl(), _taken, done))
+        return self._writer.submit(HotCall(run_id, digest, TakeControl(), taken_queue, done))
 
-    def queue_control(
-        self, run_id: str, message: ControlMessage, done: Callable[[], object]
-    ) -> HotCall | Ready | _Failed:
+    def queue_control(self, run_id: str, message: ControlMessage, done: Callable[[], object]) -> Pending:
         """`push_control` without blocking: `done()` once committed (the result is None).
 
         RunNotFoundError (a run this process does not know yet: see `Broker.admits`) and
@@ -100,7 +96,7 @@ class HotPath:
         """
         if not self.admits(run_id, catch_up=False):
             return _Failed(RunNotFoundError(run_id), done)
-        return self._writer.submit(HotCall(run_id, None, self.queue_bound(message), _nothing, done))
+        return self._writer.submit(HotCall(run_id, None, self.queue_bound(message), nothing, done))
 
     def register_soon(
         self,
@@ -111,7 +107,7 @@ class HotPath:
         origin: str = ORIGIN_SELF,
         by: str = "",
         create: bool = True,
-    ) -> HotCall | Ready | _Failed:
+    ) -> Pending:
         """HTTP /register without blocking (see `Broker.register`): one append, no actor.
 
         A new run is recorded as created by `origin` and `by` (the client's address, for a
@@ -123,7 +119,7 @@ class HotPath:
         if error is not None:
             return _Failed(error, done)
         command = RegisterRun(token_digest(token), True, True, origin, by, "", create)
-        return self._writer.submit(HotCall(run_id, None, command, _nothing, done))
+        return self._writer.submit(HotCall(run_id, None, command, nothing, done))
 
     def park(self, run_id: str, wake: Callable[[], object], token: str) -> Parked:
         """A long poll with `token` waits on the run's empty queue: a push may hand it its message
@@ -137,15 +133,6 @@ class HotPath:
     def leave(self, parked: Parked, done: Callable[[], object]) -> Parked:
         """The poll stops waiting; `done()` once settled, the result being the messages handed to it."""
         return self._parking.leave(parked, done)
-
-    def _written(self, run_id: str, records: list[Record]) -> None:
-        """After a commit of the writer (or records of another it folded): wake the run's waiters,
-        as its actor would."""
-        types = {r.type for r in records}  # one pass: this runs after every hot write
-        if "ControlQueued" in types or not types.isdisjoint(TOKEN_CHANGES):
-            self._signal(run_id)  # a waiting poll takes, or shows its token again
-        if any(t.startswith("Ask") for t in types):
-            self._asked(run_id)
 
 
 MAX_REGISTERED_RUN_ID = 200  # what /register takes: a run id is shown in tables, terminals and the console
@@ -162,15 +149,6 @@ def registration_error(run_id: str) -> BrokerError | None:
     return None
 
 
-def _nothing(before: RunState, after: RunState, records: list[Record]) -> None:
-    return None
-
-
-def _taken(before: RunState, after: RunState, records: list[Record]) -> list[ControlMessage]:
-    # Decided on `before`: the whole of its queue was taken (none if nothing was written).
-    return list(before.queue) if records else []
-
-
 class _Failed:
     """An error known at once: `done()` is called right away, `result()` raises it."""
 
@@ -182,3 +160,7 @@ class _Failed:
 
     def result(self) -> Any:
         raise self._error
+
+
+# What a non-blocking call returns: `result()` once its `done()` was called.
+Pending = HotCall | Ready | _Failed

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 
-from eventlog import Clock, Record
 from projections import ApprovalRow, Views
 
 from .._errors import (
@@ -43,22 +43,31 @@ def permission_approval_id(run_id: str, request_id: str) -> str:
 
 
 class PermissionRelay:
-    """The permission half of `Broker` (which provides the run state and commands it uses)."""
+    """A run's permission requests through the approval gate, and back (a part of `Broker`).
 
-    approvals: ApprovalQueue
-    views: Views
-    clock: Clock
-    operator_decides: str
-    quotas: Quotas
+    It reads and writes runs through the broker's `exists`, `state` (the run's decision state)
+    and `execute` (a run command through the run writer); `quotas()` are the broker's bounds.
+    """
 
-    def exists(self, run_id: str) -> bool:
-        raise NotImplementedError
-
-    def _state(self, run_id: str) -> RunState:
-        raise NotImplementedError
-
-    def _exec(self, run_id: str, command: object) -> tuple[RunState, list[Record]]:
-        raise NotImplementedError
+    def __init__(
+        self,
+        approvals: ApprovalQueue,
+        views: Views,
+        quotas: Callable[[], Quotas],
+        exists: Callable[[str], bool],
+        state: Callable[[str], RunState],
+        execute: Callable[[str, object], object],
+        operator_decides: str = "high",
+    ) -> None:
+        needs_operator("high", operator_decides)  # refuses an unknown policy
+        self.approvals = approvals
+        self.views = views
+        self._quotas = quotas
+        self.exists = exists
+        self._state = state
+        self._exec = execute
+        # Which relayed permission requests only an operator decides (approvals.OPERATOR_DECIDES).
+        self.operator_decides = operator_decides
 
     def permission_request(
         self,
@@ -118,7 +127,7 @@ class PermissionRelay:
 
     def _check_open(self, run_id: str) -> None:
         """TooManyError if the run has as many requests waiting as it may (nothing is filed)."""
-        bound = self.quotas.open_permissions
+        bound = self._quotas().open_permissions
         if bound and self.open_permissions(run_id) >= bound:
             raise TooManyError(
                 f"run {run_id} has {bound} permission requests waiting for a decision, as many as it "

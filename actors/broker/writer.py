@@ -359,3 +359,26 @@ class RunWriter:
         if wake and records:
             self.on_written(run_id, records)
         return fresh
+
+
+# -- the answers a call may give (a `Reply`) ------------------------------------------------
+
+
+def nothing(before: RunState, after: RunState, records: list[Record]) -> None:
+    return None
+
+
+def state_after(before: RunState, after: RunState, records: list[Record]) -> tuple[RunState, list[Record]]:
+    """The run's state after the command, and what it recorded (the Python API's answer)."""
+    return after, records
+
+
+def queued_message(before: RunState, after: RunState, records: list[Record]) -> ControlMessage | None:
+    """A push's answer: the message as queued (its created_at set), even when a waiting poll took
+    it in the same append."""
+    return folded(before, records[0], evolve).queue[-1] if records else None
+
+
+def taken_queue(before: RunState, after: RunState, records: list[Record]) -> list[ControlMessage]:
+    """A delivery's answer: decided on `before`, the whole of its queue (none if nothing was written)."""
+    return list(before.queue) if records else []

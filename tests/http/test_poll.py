@@ -91,7 +91,7 @@ def test_a_disconnected_poller_gets_no_answer_and_takes_nothing(make_app, portal
     assert sent == []
     system.broker.push_control("a", ControlMessage("m1", "steer", "a"))
     assert system.broker.queue_depth("a") == 1  # nobody took it for the departed poller
-    assert system.broker._listeners == {}  # and its queue listener is gone
+    assert not system.broker.has_waiters("a")  # and its queue listener is gone
 
 
 def test_waiting_polls_hold_no_thread(make_app, portal, register, system, monkeypatch):
