@@ -10,10 +10,10 @@ in any order.
 The chain's hashes are computed here, by the writer (an HMAC key never leaves the process),
 so they need the head before the group is written. A group goes in one of three ways:
 
-- `write_fast`: chained onto the head this writer holds (the one it committed or saw last)
-  with the stream versions it holds, then one statement, `flightlog_append`, locks the row,
-  checks that head and every stream's version, and inserts — or, when anything moved, writes
-  nothing and answers what it found. One round trip; the row is held only inside the server.
+- `write_fast`: chained onto the head this writer committed last, with the stream versions
+  it knows, then one statement, `flightlog_append`, locks the row, checks that head and
+  every stream's version, and inserts — or, when anything moved, writes nothing and answers
+  what it found. One round trip; the row is held only inside the server.
 - `write_group`: when the head moved under this writer (another server writes too), or a
   version is not known: one statement locks the row and reads the head and every stream's
   version (`flightlog_writer_head`), the group is chained onto them and goes in with one
@@ -48,8 +48,8 @@ from ._sqlreads import COLUMNS
 
 TAKE_HEAD = "SELECT id FROM events_writer WHERE id = 1 FOR UPDATE"
 _WRITER_HEAD = "SELECT * FROM flightlog_writer_head(%s::json)"
-# Lists go as JSON text (psycopg writes a text array element by element, in Python: five
-# times the CPU for a group of 16), data and meta as binary bytea arrays (%b).
+# Lists go as JSON text, parsed once by the server (psycopg writes a text array element by
+# element, in Python, at several times the CPU), data and meta as binary bytea arrays (%b).
 _APPEND = (
     "SELECT * FROM flightlog_append(%s::bigint, %s::text, %s::json, %s::json, %s::json, "
     "%b::bytea[], %b::bytea[], %s::bigint, %s::text, %s::boolean)"

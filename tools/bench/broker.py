@@ -53,6 +53,7 @@ from .broker_latency import asks, delivery
 from .broker_load import post_all
 from .soak_polls import long_polls, register_runs, server_stats
 
+NO_QUOTA = ("--events-per-second", "0")  # serve's options for a benchmark server
 REPORTS_TARGET = 2000.0  # durable reports per second with 16 agents, at least
 CEILING_TARGET = 0.5  # durable reports/s over the HTTP stack's ceiling in the same run, at least
 CPU_TARGET_US = 150.0  # server CPU per durable report in µs, at most
@@ -86,7 +87,8 @@ def served(parent: str | None, agents: int) -> Iterator[tuple[ServerProcess, lis
     """A fresh server, `agents` registered runs with a connection each, and the operator's connection."""
     operator_token = secrets.token_hex(16)
     with w.fresh_path(parent, "flightlog.db") as path:
-        server = ServerProcess(path, operator_token)
+        # No per-run write quota: the reports measure the log, not the limit (as bench soak).
+        server = ServerProcess(path, operator_token, NO_QUOTA)
         opened: list[Connection] = []
         try:
             operator = Connection(server.port, {"Authorization": f"Bearer {operator_token}"})

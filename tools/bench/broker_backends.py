@@ -48,7 +48,7 @@ def served(url: str, servers: int, agents: int) -> Iterator[Fleet]:
         opened: list[Connection] = []
         try:
             for _ in range(servers):  # one after the other: the first one migrates the schema
-                fleet.servers.append(ServerProcess(db, token))
+                fleet.servers.append(ServerProcess(db, token, ("--events-per-second", "0")))
             for server in fleet.servers:
                 fleet.operators.append(Connection(server.port, {"Authorization": f"Bearer {token}"}))
             opened.extend(fleet.operators)
