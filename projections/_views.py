@@ -337,7 +337,9 @@ class Views:
         row = self._current_agent_run(run_id)
         if row is None:
             return self.pages.page(run_id, seq, before, limit)
-        return self.agent_pages.page(row, seq, before, limit)
+        # Following the log, the run's row says when its status last changed (not otherwise).
+        settled = row.updated_seq if self.runner.started else None
+        return self.agent_pages.page(row, seq, before, limit, settled)
 
     def timeline_at_each_event(self, run_id: str) -> list[RunMoment]:
         """The run right after each of its events: status and timeline, in seq order (one fold

@@ -131,7 +131,8 @@ class AgentFold:
 
     `apply` folds one record with `TimelineView.apply` and keeps what a page needs besides
     the slots: each run's status, each session's newest run, and, for `target` (a run id and
-    its session), when the next run of its session started (`ended`: its slot count then).
+    its session), when the next run of its session started (`ended`: its slot count then, and
+    `end`: the record before, the last of the target's steps).
     """
 
     def __init__(self, stream: str, target: tuple[str, str], point: AgentCheckpoint | None = None) -> None:
@@ -143,6 +144,8 @@ class AgentFold:
         self.run_id, self.session_id = target
         self.order = 0  # the target's place in its session (0: not started)
         self.ended: int | None = None  # slots of the target's session when the next run started
+        self.end: Record | None = None  # the stream's record just before that start
+        self.next: Record | None = None  # that start
         self.last: Record | None = None
         self.resumed = point is not None
         for p in point.sessions if point is not None else ():
@@ -158,7 +161,7 @@ class AgentFold:
     def apply(self, r: Record) -> None:
         t = r.type
         d = r.data
-        self.last = r
+        before, self.last = self.last, r
         if t == "HarnessEventRecorded":
             if self.resumed and d["run_id"] not in self.state.runs:
                 raise UnknownRun(d["run_id"])
@@ -176,7 +179,7 @@ class AgentFold:
                 if run_id == self.run_id:
                     self.order, self.ended = session.runs, None
                 elif self.order and self.ended is None:
-                    self.ended = len(session.slots)
+                    self.ended, self.end, self.next = len(session.slots), before, r
         elif t == "AgentRunStatusChanged":
             self.status[d["run_id"]] = d["status"]
         elif t == "ForkedFrom":

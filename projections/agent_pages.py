@@ -90,13 +90,20 @@ class AgentPages:
         self._lock = threading.Lock()
 
     def page(
-        self, run: AgentRun, at: int | None = None, before: int | None = None, limit: int = PAGE
+        self,
+        run: AgentRun,
+        at: int | None = None,
+        before: int | None = None,
+        limit: int = PAGE,
+        settled: int | None = None,
     ) -> RunPage | None:
         """Entries `before - limit` to `before` (default: the newest) of `run`'s timeline as of
         seq `at` (default: now); None if the run had no record by then.
 
         A run's timeline ends where the next run of its session started: positions past it are
-        the later runs'. ValueError if `before` is outside the timeline, or `limit` below 1.
+        the later runs', and no later record changes its entries. `settled`, when known, is the
+        seq of the run's last status change: one before that start means the fold may stop
+        there. ValueError if `before` is outside the timeline, or `limit` below 1.
         """
         if limit < 1:
             raise ValueError("limit must be at least 1")
@@ -112,7 +119,7 @@ class AgentPages:
         def first(points: list[AgentCheckpoint]) -> AgentCheckpoint | None:
             return next((p for p in reversed(points) if p.seq <= k and running(p)), None)
 
-        fold, start = self._fold(stream, (rid, sid), k, first)
+        fold, start = self._fold(stream, (rid, sid), k, first, settled)
         if fold.last is None:
             return None
         total = 0 if not fold.order else fold.ended if fold.ended is not None else fold.made()
@@ -128,15 +135,23 @@ class AgentPages:
                 fits = (p for p in reversed(points) if p.seq <= k and running(p) and _made(p, sid) <= lo)
                 return next(fits, None)
 
-            entries = self._fold(stream, (rid, sid), k, below)[0].entries(lo, hi)
-        last = fold.last
-        return RunPage(rid, last.seq, last.version, fold.status.get(rid, ""), total, lo, tuple(entries))
+            entries = self._fold(stream, (rid, sid), k, below, settled)[0].entries(lo, hi)
+        # A run whose session went on to its next run stays at its last step.
+        last = fold.end if fold.ended is not None and fold.end is not None else fold.last
+        status = fold.status.get(rid, "")
+        return RunPage(rid, last.seq, last.version, status, total, lo, tuple(entries), hi)
 
     # -- folding --------------------------------------------------------------------------
 
-    def _fold(self, stream: str, target: tuple[str, str], k: int, choose: Choose) -> tuple[AgentFold, int]:
+    def _fold(
+        self, stream: str, target: tuple[str, str], k: int, choose: Choose, settled: int | None
+    ) -> tuple[AgentFold, int]:
         """The stream folded up to seq `k` from the checkpoint `choose` picks (or its start),
-        and the number of the target session's slots before that checkpoint (those not held)."""
+        and the number of the target session's slots before that checkpoint (those not held).
+
+        It stops where the target's session started its next run if the target's status was
+        settled before (`settled`): nothing after changes the target's page.
+        """
         known = self._stream(stream)
         use_points = True
         while True:
@@ -168,6 +183,8 @@ class AgentPages:
                         break
                     fold.apply(r)
                     folded += 1
+                    if fold.next is not None and settled is not None and settled < fold.next.seq:
+                        break
                     if r.version % self.every == 0 and r.version not in versions:
                         fresh.append(fold.checkpoint(r))
             except UnknownRun:

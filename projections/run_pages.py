@@ -86,10 +86,16 @@ class RunPage:
     total: int
     start: int
     entries: tuple[TimelineEntry, ...]
+    upto: int | None = None  # the position after the page's last (None: each position is an entry)
 
     @property
     def before(self) -> int | None:
         return self.start if self.start > 0 else None
+
+    @property
+    def end(self) -> int:
+        """The position after the page: `start` plus what it spans (a gap shows no entry)."""
+        return self.upto if self.upto is not None else self.start + len(self.entries)
 
     def to_dict(self) -> dict[str, Any]:
         return {

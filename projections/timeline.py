@@ -1,7 +1,11 @@
 """The operator timeline: a run's conversation as the controller renders it.
 
 A run's timeline is its session's timeline up to and including that run: earlier runs'
-entries stay (the conversation goes on), their unfinished streaming deltas do not.
+entries stay (the conversation goes on), their unfinished streaming deltas do not. A run's
+harness events count while it is its session's newest run (the controller records none
+later; a late one is ignored, as the seed ignores late harness events), and a tool's
+completion ends a tool call its own run started: so a run's entries are settled once its
+session's next run starts.
 """
 
 from __future__ import annotations
@@ -93,7 +97,9 @@ class TimelineView:
     """
 
     name = "timeline"
-    version = 3  # 3: slots carry the seq that created them
+    # 3: slots carry the seq that created them; 4: a run's harness events count only while it is
+    # its session's newest run, and a completion ends only a tool call its own run started
+    version = 4
     types = frozenset({"AgentRunStarted", "HarnessEventRecorded"})
 
     def initial(self) -> TimelineState:
@@ -113,6 +119,8 @@ class TimelineView:
         if where is None:
             return state
         session, order = where
+        if order != session.runs:  # late: once the session's next run started, as the seed ignores them
+            return state
         data = d["data"]
         if d["type"] == "assistant.delta":  # most harness events: handled here, without a call
             pos = session.by_id.get(f"stream-{order}-{data.get('message_id') or 'active'}")
@@ -254,7 +262,7 @@ def apply_harness_event(
         _add(session, [call_id, "tool", when, "", name, "", detail, "running", order, False, False, seq])
     elif type_ == "tool.complete":
         pos = session.by_id.get(str(data.get("tool_call_id") or ""))
-        if pos is not None:
+        if pos is not None and session.slots[pos][ORDER] == order and session.slots[pos][KIND] == "tool":
             slot = session.slots[pos]
             failed = isinstance(data.get("error"), str) and bool(data.get("error"))
             slot[DETAIL], slot[STATUS] = compact_json(data), "failed" if failed else "complete"

@@ -165,7 +165,13 @@ def test_search_and_filters(page, db):
 def test_the_event_history_shows_each_payload(page, server, db):
     views = views_of(db)
     run = views.agent_runs()[0]
-    records = [r for r in views.log.read(run.stream) if r.data.get("run_id", run.run_id) == run.run_id]
+    # A controller run's history is its steps: its stream's records from its first to the one
+    # before its session's next run started (another run's records between them left out).
+    session = (run.stream, run.session_id)
+    later = [r.first_seq for r in views.agent_runs() if (r.stream, r.session_id) == session]
+    following = min((s for s in later if s > run.first_seq), default=2**62)
+    steps = [r for r in views.log.read(run.stream) if run.first_seq <= r.seq < following]
+    records = [r for r in steps if r.data.get("run_id", run.run_id) == run.run_id]
     page.goto(f"{server}/ui/events/{records[1].seq}")
     page.wait_for_url(re.compile(rf"/ui/runs/{run.run_id}\?at={records[1].seq}#events$"))
     row = page.locator(f"#event-history tr.event[data-seq='{records[1].seq}']")

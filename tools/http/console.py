@@ -32,14 +32,20 @@ from .console_reads import (
     event_json,
     event_run_id,
     parse_query,
-    run_header,
-    run_records,
     voters,
 )
 from .integrity import Integrity
 from .paging import page_query
 from .principals import Operator, OperatorAuth, client_address
-from .run_travel import approvals_changed, broker_travel, page_params, permission_tool, step_seq
+from .run_travel import (
+    agent_events,
+    agent_travel,
+    approvals_changed,
+    broker_travel,
+    page_params,
+    permission_tool,
+    step_seq,
+)
 from .travel_reads import moment_seq
 from .wire import Endpoint, WireError, json_error, json_response, parse_object, read_body
 
@@ -247,46 +253,10 @@ class ConsoleRoutes:
     ) -> dict[str, Any] | None:
         views = self.system.views
         views.catch_up()
-        if views.agent_run(run_id) is None:  # a broker run: a page, folded from its nearest checkpoint
+        row = views.agent_run(run_id)
+        if row is None:  # a broker run: a page, folded from its nearest checkpoint
             return broker_travel(self.system, run_id, at, before, limit, self._approval)
-        moments = views.timeline_at_each_event(run_id)
-        if not moments:
-            return None
-        kind = "agent" if views.agent_run(run_id) is not None else "broker"
-        seqs = [m.seq for m in moments]
-        last = seqs[-1]
-        at = last if at is None else at
-        chosen = [m for m in moments if m.seq <= at]
-        then = list(chosen[-1].entries) if chosen else []
-        status = chosen[-1].status if chosen else ""
-        # What changed since: the same diff as `Views.diff` and `flightlog diff` (keyed by seq).
-        since = views.diff("timeline", run_id, a=at, b=last) if at < last else None
-        live = at >= last
-        # Live, the run's approvals are those of now: one requested after the run's last event
-        # (its permission request is recorded on the approval's stream) belongs here too.
-        history = views.approval_history() if live else views.approval_history(at=at)
-        approvals = [self._approval(a) for a in history if a.run_id == run_id]
-        records = run_records(self.system, run_id)
-        # The header is computed at the chosen moment: actors and last activity as they were then.
-        header = (
-            run_header(self.system, run_id, records)
-            if live
-            else run_header(self.system, run_id, [r for r in records if r.seq <= at], at)
-        )
-        return {
-            "run_id": run_id,
-            "kind": kind,
-            "header": header,
-            "seqs": seqs,
-            "at": at,
-            "live": live,
-            "before_start": at < seqs[0],
-            "status": status or ("not started" if at < seqs[0] else ""),
-            "moment": views.moment(at) if at else None,
-            "entries": [e.to_dict() for e in then],
-            "approvals": approvals,
-            "since": since.to_dict() if since else {"added": [], "removed": [], "changed": []},
-        }
+        return agent_travel(self.system, row, at, before, limit, self._approval)
 
     async def events(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -306,12 +276,8 @@ class ConsoleRoutes:
                 page = list(self.system.log.read(stream, first, first + max(limit, 1) - 1))
                 return {"run_id": run_id, "total": total, "offset": offset,
                         "events": [event_json(r) for r in page]}  # fmt: skip
-            records = run_records(self.system, run_id)
-            if not records:
-                return None
-            page = records[max(offset, 0) : max(offset, 0) + max(limit, 1)]
-            return {"run_id": run_id, "total": len(records), "offset": offset,
-                    "events": [event_json(r) for r in page]}  # fmt: skip
+            row = self.system.views.agent_run(run_id)
+            return agent_events(self.system, row, offset, limit) if row is not None else None
 
         result = await run_in_threadpool(load)
         if result is None:

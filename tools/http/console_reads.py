@@ -8,6 +8,7 @@ head moves, so a page of 10,000 runs is a filter and a sort over plain rows, not
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -232,14 +233,6 @@ def _matches(r: dict[str, Any], q: RunsQuery, *, text: bool = True) -> bool:
 # -- a run's records -----------------------------------------------------------------------------
 
 
-def run_records(system: System, run_id: str) -> list[Record]:
-    """The records of a run: a broker run's stream, or those of an agent run's stream that are its own."""
-    row = system.views.agent_run(run_id)
-    if row is None:
-        return list(system.log.read(f"run-{run_id}"))
-    return [r for r in system.log.read(row.stream) if r.data.get("run_id", run_id) == run_id]
-
-
 def event_json(r: Record) -> dict[str, Any]:
     """One record as the event history shows it: where, what, when, who, its hash and payload."""
     meta = r.meta or {}
@@ -272,23 +265,25 @@ def event_run_id(system: System, r: Record) -> str:
     return ""
 
 
-def run_header(system: System, run_id: str, records: list[Record], at: int | None = None) -> dict[str, Any]:
-    """A run page's header: kind, status, started, last activity, actors, and its provenance;
-    with `at`, as they were then (`records` being the run's records up to it)."""
+def run_header(system: System, run_id: str, records: list[Record], actors: Iterable[str]) -> dict[str, Any]:
+    """A run page's header: kind, status, started, last activity, actors, and its provenance.
+
+    `records` are those of the run's the page names (its first and its record at the moment
+    shown): their actors count, and the last is its last activity; `actors` are those of its
+    approvals then.
+    """
     views = system.views
     agent = views.agent_run(run_id)
-    actors = {e["actor"] for e in map(event_json, records) if e["actor"]}
-    if at is None:
-        actors.update(views.approval_actors(run_id))
-    else:
-        for a in views.approval_history(at=at):
-            if a.run_id == run_id:
-                actors.update(name for name in (*a.votes, a.actor) if name)
+    names = {e["actor"] for e in map(event_json, records) if e["actor"]}
+    names.update(actors)
+
+    def made_from(state: dict[str, AgentRun]) -> list[AgentRun]:
+        return sorted((r for r in state.values() if r.forked_from == run_id), key=lambda r: r.first_seq)
+
     # Forks are listed as of now even at a past moment: they are the way to the runs made from it.
     forks = [
         {"run_id": r.run_id, "fork_seq": r.fork_seq, "title": r.title}
-        for r in views.agent_runs()
-        if r.forked_from == run_id
+        for r in views.runner.read("agent_runs", made_from)
     ]
     first = from_micros(records[0].recorded_us) if records else None
     last = from_micros(records[-1].recorded_us) if records else None
@@ -297,7 +292,7 @@ def run_header(system: System, run_id: str, records: list[Record], at: int | Non
         "title": (agent.title if agent else run_id) or run_id,
         "started_at": agent.started_at if agent and agent.started_at else first,
         "last_activity": last,
-        "actors": sorted(actors),
+        "actors": sorted(names),
         "forks": forks,
         "forked_from": None,
     }

@@ -1,10 +1,11 @@
-"""A broker run's console page, live or as of any seq, at the cost of the page it shows.
+"""A run's console page, live or as of any seq, at the cost of the page it shows.
 
 The timeline comes a page at a time from `Views.run_page` (folded from the run's nearest
 checkpoint), the header from the run's first record and its record at the moment, the
-approvals from the page's permission entries, and "what changed since" from the same window
-of entries now plus the first page of those added after the moment. Nothing here reads the
-run's whole stream.
+approvals from the page's permission entries (a broker run's) or from the log's approval
+index over the run's own span (a controller run's), and "what changed since" from the same
+window of entries now plus the first page of those added after the moment. Nothing here
+reads the run's whole stream.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any
 
 from actors import System
 from eventlog import APPROVAL_TYPES, Record, from_micros
-from projections import ApprovalRow, RunPage, diff_items
+from projections import AgentRun, ApprovalRow, RunPage, TimelineEntry, diff_items
 
-from .console_reads import event_json
+from .console_reads import event_json, run_header
 
 DEFAULT_PAGE = 200
 MAX_PAGE = 1000
@@ -35,8 +36,18 @@ def page_params(params: Any) -> tuple[int | None, int]:
 
 
 def step_seq(system: System, run_id: str, step: int) -> int | None:
-    """The seq of a broker run's `step`-th record (1-based), or None if it has none such."""
-    for r in system.log.read(f"run-{run_id}", step, step):
+    """The seq of a run's `step`-th record (1-based: a broker run's own stream's, a controller
+    run's its controller stream's from its first), or None if it has none such."""
+    row = system.views.agent_run(run_id)
+    stream, version = f"run-{run_id}", step
+    if row is not None:
+        span = run_span(system, row)
+        if span is None or step < 1:
+            return None
+        stream, version = row.stream, span[0].version + step - 1
+        if span[1] is not None and version >= span[1].version:
+            return None
+    for r in system.log.read(stream, version, version):
         return r.seq
     return None
 
@@ -103,8 +114,123 @@ def broker_travel(
         "start": page.start,
         "before": page.before,
         "approvals": approvals,
-        "since": _since(system, run_id, page, now.seq, limit) if not live else _nothing(),
+        # An earlier page (`before`) adds entries to the page shown; what changed came with that page.
+        "since": _since(system, run_id, page, now.seq, limit) if not live and before is None else _nothing(),
     }
+
+
+def agent_travel(
+    system: System,
+    row: AgentRun,
+    at: int | None,
+    before: int | None,
+    limit: int,
+    approval: Callable[[ApprovalRow], dict[str, Any]],
+) -> dict[str, Any] | None:
+    """The travel payload of a controller run (None if it has no record); ValueError for a bad
+    cursor. Its steps are its controller stream's records from its first to its last (the one
+    before its session's next run started), as a broker run's are its own stream's."""
+    views = system.views
+    run_id = row.run_id
+    now = views.run_page(run_id, None, before if at is None else None, limit)
+    if now is None:
+        return None
+    first = _at_seq(system, row.first_seq)
+    if first is None:
+        return None
+    live = at is None or at >= now.seq
+    if live:
+        page, at = now, now.seq
+    else:
+        assert at is not None
+        found = views.run_page(run_id, at, before, limit)
+        page = found if found is not None else _empty(run_id, at)
+    before_start = at < first.seq
+    rows = run_approvals(system, row, None if live else at)
+    approvals = [approval(a) for a in rows]
+    last = _record(system, row.stream, page.version) if page.version else None
+    shown = [] if before_start else [first]
+    if last is not None and last.seq != first.seq:
+        shown.append(last)
+    names = views.approval_actors(run_id) if live else [n for a in approvals for n in _names(a)]
+    return {
+        "run_id": run_id,
+        "kind": "agent",
+        "header": run_header(system, run_id, shown, names),
+        "steps": now.version - first.version + 1,
+        "first_seq": first.seq,
+        "step": max(page.version - first.version + 1, 0),
+        "at": at,
+        "live": live,
+        "before_start": before_start,
+        "status": page.status or ("not started" if before_start else ""),
+        "moment": views.moment(at) if at else None,
+        "entries": [e.to_dict() for e in page.entries],
+        "total": page.total,
+        "start": page.start,
+        "before": page.before,
+        "approvals": approvals,
+        # An earlier page (`before`) adds entries to the page shown; what changed came with that page.
+        "since": _since(system, run_id, page, now.seq, limit) if not live and before is None else _nothing(),
+    }
+
+
+def agent_events(system: System, row: AgentRun, offset: int, limit: int) -> dict[str, Any] | None:
+    """A page of a controller run's event history: its steps from `offset` (0-based) on."""
+    span = run_span(system, row)
+    if span is None:
+        return None
+    start, following = span
+    last = following.version - 1 if following is not None else system.log.stream_version(row.stream)
+    lo = start.version + max(offset, 0)
+    hi = min(lo + max(limit, 1) - 1, last)
+    page = [r for r in system.log.read(row.stream, lo, hi) if r.data.get("run_id", row.run_id) == row.run_id]
+    return {"run_id": row.run_id, "total": last - start.version + 1, "offset": offset,
+            "events": [event_json(r) for r in page]}  # fmt: skip
+
+
+def run_span(system: System, row: AgentRun) -> tuple[Record, Record | None] | None:
+    """A controller run's first record, and the first of its session's next run (None while
+    it is the newest): its steps are the stream's records from the one to just before the other."""
+    first = _at_seq(system, row.first_seq)
+    if first is None:
+        return None
+
+    def following(state: dict[str, AgentRun]) -> int | None:
+        return min(
+            (r.first_seq for r in state.values()
+             if r.stream == row.stream and r.session_id == row.session_id and r.first_seq > row.first_seq),
+            default=None,
+        )  # fmt: skip
+
+    after = system.views.runner.read("agent_runs", following)
+    return first, (_at_seq(system, after) if after is not None else None)
+
+
+def run_approvals(system: System, row: AgentRun, at: int | None) -> list[ApprovalRow]:
+    """A controller run's approvals (as of `at`): those requested between its first record and
+    its session's next run, read from the log's approval index over that span alone."""
+    span = run_span(system, row)
+    if span is None:
+        return []
+    first, following = span
+    upto = following.seq if following is not None else at
+    if at is not None:
+        upto = min(upto, at) if upto is not None else at
+    views = system.views
+    out = []
+    for r in system.log.read_all(after_seq=first.seq - 1, to_seq=upto, types=APPROVAL_TYPES):
+        if r.type == "ApprovalRequested" and r.data.get("run_id") == row.run_id:
+            found = views.approval(str(r.data["approval_id"]), at)
+            if found is not None:
+                out.append(found)
+    return out
+
+
+def _at_seq(system: System, seq: int) -> Record | None:
+    for r in system.log.read_all(after_seq=seq - 1, to_seq=seq):
+        return r
+    return None
 
 
 def _forked_from(system: System, stream: str) -> dict[str, Any] | None:
@@ -129,16 +255,24 @@ def _since(system: System, run_id: str, then: RunPage, head: int, limit: int) ->
     views = system.views
     now_total = views.run_page(run_id, head, None, 1)
     total = now_total.total if now_total is not None else 0
-    end = min(then.start + len(then.entries), total)  # a re-registration since starts a new timeline
-    window = views.run_page(run_id, head, end, max(end - then.start, 1)) if end > then.start else None
-    added = []
-    if total > then.total:
-        upto = min(total, then.total + limit)
-        found = views.run_page(run_id, head, upto, upto - then.total)
-        added = list(found.entries) if found is not None else []
-    after = [e.to_dict() for e in (window.entries if window is not None else ())] + [
-        e.to_dict() for e in added
-    ]
+    end = min(then.end, total)  # a re-registration since starts a new timeline
+    upto = min(total, then.total + limit) if total > then.total else end
+    window: list[TimelineEntry] = []
+    added: list[TimelineEntry] = []
+    if end == then.total and upto > then.start:
+        # The newest page then: its window and the entries added after it are one stretch now,
+        # folded once; those made after `then` are the added ones.
+        found = views.run_page(run_id, head, upto, upto - then.start)
+        for e in found.entries if found is not None else ():
+            (added if e.seq > then.seq else window).append(e)
+    else:
+        if end > then.start:
+            found = views.run_page(run_id, head, end, end - then.start)
+            window = list(found.entries) if found is not None else []
+        if total > then.total:
+            found = views.run_page(run_id, head, upto, upto - then.total)
+            added = list(found.entries) if found is not None else []
+    after = [e.to_dict() for e in (*window, *added)]
     diff = diff_items("timeline", then.seq, head, [e.to_dict() for e in then.entries], after, "seq")
     out = diff.to_dict()
     out["added_total"] = max(total - then.total, 0)
