@@ -261,8 +261,8 @@ def test_the_console_takes_no_name_from_the_page_or_the_url(served, page):
 
 def test_the_console_shows_a_forged_snapshot_as_tampering(tmp_path, page):
     from eventlog import open_log
+    from tools._integrity import check_log, drop_untrusted
     from tools.demo.background import BackgroundServer
-    from tools.http import check_log, drop_untrusted
     from tools.http.app import create_app
 
     from ..travel.forgery import FORGER, forge_approval_history, record_rejection, store_snapshots

@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from actors import System
+from tools._integrity import check_log
 from tools.cli.log import remote_records
 from tools.cli.remote import OperatorClient
 from tools.demo.background import BackgroundServer
-from tools.http import check_log
 from tools.http.app import create_app
 
 from ..tools.helpers import TOKEN, TOKEN_ENV, run, seed_approval

@@ -12,9 +12,9 @@ import pytest
 from actors import System
 from actors.operators import APPROVER
 from eventlog import open_log
+from tools._integrity import check_log
 from tools.cli import decide as _cli_decide
 from tools.demo.background import BackgroundServer
-from tools.http import check_log
 from tools.http.app import create_app
 
 from .helpers import TOKEN, TOKEN_ENV, json_of, run, seed_approval

@@ -25,8 +25,8 @@ from tests.controller.forks import (
     timeline,
 )
 from tests.controller.helpers import WAIT, ManualHarness, in_thread
+from tools._forks import Redriven, redrive
 from tools.cli import cli
-from tools.http.forks import Redriven, redrive
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ def test_a_recording_whose_event_is_refused_is_aborted_and_says_why(recorded_db,
     instead of waiting for it to end by itself."""
     from actors import RecordedHarness
 
-    _fork = importlib.import_module("tools.http.forks")
+    _fork = importlib.import_module("tools._forks")
 
     class Refused(RecordedHarness):
         def _emit(self, publish, event):

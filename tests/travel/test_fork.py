@@ -6,7 +6,7 @@ import pytest
 
 from eventlog import ManualClock, open_log
 from projections import Views
-from tools.http.forks import ForkError, fork_run
+from tools._forks import ForkError, fork_run
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from actors import (
 from eventlog import NO_STREAM, ManualClock, NewEvent, check_catalogue, decode
 from eventlog.events import ForkedFrom, RunForked
 from tests.controller.forks import PROMPT, broker_origin, record_origin, timeline
-from tools.http.forks import redrive
+from tools._forks import redrive
 
 LIVE = [
     {"type": "assistant.message", "content": "going on from the changed decision"},

@@ -15,8 +15,8 @@ from actors import System, fork_run
 from eventlog import ManualClock, open_log
 from projections import ApprovalRow, Views
 from tests.controller.forks import harness_records, served, timeline
+from tools._forks import redrive
 from tools.cli import cli
-from tools.http.forks import redrive
 
 from .reconciles import ReconcileOrigin, gate_records, gate_steps, record_reconcile_origin
 

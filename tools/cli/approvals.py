@@ -14,8 +14,8 @@ import click
 from eventlog import EventLog, EventLogError, SystemClock
 from projections import ApprovalRow, Views
 
+from .._integrity import Integrity, check_log
 from .._output import EXIT_FOUND, console, emit_json, err_console, open_db, shown
-from ..http import Integrity, check_log
 from .decide import approve_cmd, reject_cmd
 from .formats import SHORT_DIGEST, Column, duration, latency, print_table, say_unreadable, when, wide_option
 from .remote import OperatorClient, one_target, server_option

@@ -15,8 +15,8 @@ from actors import ActorsError, Approval, CommandHarness, Harness, System
 from eventlog import EventLog
 from projections import Views
 
+from .._forks import ForkError, Redriven, fork_run, redrive
 from .._output import EXIT_FOUND, UsageFailure, console, emit_json, err_console, open_db, shown
-from ..http import ForkError, Redriven, fork_run, redrive
 from . import ids
 from .fork_approval import fork_on_db, fork_on_server, print_fork
 from .remote import one_target, server_option

@@ -12,6 +12,7 @@ import orjson
 
 from eventlog import EventLog, EventLogError, Head, Record, StreamNameError
 
+from .._integrity import Integrity, check_log
 from .._output import (
     EXIT_FOUND,
     UsageFailure,
@@ -25,7 +26,6 @@ from .._output import (
     shown,
 )
 from .._records import record_json as record_json  # re-exported: export writes the same lines
-from ..http import Integrity, check_log
 from .formats import readable_data
 from .remote import OperatorClient, one_target, server_option
 

@@ -29,7 +29,8 @@ from projections import (
 )
 from projections.approvals import load_row
 
-from ..http import Integrity, entry_from_dict, moment_from_dict, runs_from_payload
+from .._integrity import Integrity
+from ..http import entry_from_dict, moment_from_dict, runs_from_payload
 from .serve import TOKEN_ENV
 
 TIMEOUT = 60.0  # seconds; a verify of a large log takes a while

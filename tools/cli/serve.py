@@ -29,7 +29,7 @@ from .token_file import announce, default_path, keep_new_token, read_token, toke
 from .workers import default_workers, supervise
 
 if TYPE_CHECKING:
-    from ..http import Integrity
+    from .._integrity import Integrity
 
 EXIT_TAMPERED = 3  # serve refused a log whose chain does not verify or that holds records off the
 # event catalogue (see --allow-tampered)
@@ -176,7 +176,7 @@ def _open_verified(db: str, allow_tampered: bool) -> tuple[EventLog, Integrity]:
     """Open DB and verify it (progress on stderr for long logs): a broken chain or records off
     the event catalogue exit with EXIT_TAMPERED unless `allow_tampered`; snapshots that fail
     are dropped, to be stored anew."""
-    from ..http import check_log, drop_untrusted
+    from .._integrity import check_log, drop_untrusted
 
     try:
         log = open_log(db)

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 from .app import create_app
 from .binding import PortInUseError, listen, server_config
 from .broker import REGISTRATION_MODES
-from .forks import Fork, ForkError, Redriven, fork_run, redrive
-from .integrity import TAMPER_HEADER, Integrity, check_log, drop_untrusted
+from .integrity import TAMPER_HEADER
 from .travel_reads import entry_from_dict, moment_from_dict, runs_from_payload
 
 if TYPE_CHECKING:
@@ -20,20 +19,12 @@ if TYPE_CHECKING:
 __all__ = [
     "REGISTRATION_MODES",
     "TAMPER_HEADER",
-    "Fork",
-    "ForkError",
-    "Integrity",
     "PortInUseError",
-    "Redriven",
-    "check_log",
     "create_app",
-    "drop_untrusted",
     "entry_from_dict",
-    "fork_run",
     "listen",
     "moment_from_dict",
     "read_deadline_protocol",
-    "redrive",
     "runs_from_payload",
     "server_config",
 ]

@@ -36,7 +36,7 @@ from actors import (
 from actors.broker import ORIGIN_OPERATOR
 from actors.operators import DECIDE
 
-from .forks import ForkError, fork_run, redrive
+from .._forks import ForkError, fork_run, redrive
 from .principals import Operator
 from .wire import WireError, json_response, parse_object, read_body
 
