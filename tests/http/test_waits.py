@@ -8,6 +8,7 @@ import contextlib
 import gc
 import socket
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -244,10 +245,14 @@ async def _never() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _served(app: Any) -> Iterator[int]:
+def _served(app: Any, keep_alive: float | None = None, read_timeout: float = 10.0) -> Iterator[int]:
     """`app` served by uvicorn with flightlog's protocol on a thread; its port."""
     sock = listen("127.0.0.1", 0)
-    config = server_config(app, sock, access_log=False, log_level="warning")
+    thresholds = gc.get_threshold()
+    config = server_config(app, sock, access_log=False, log_level="warning", read_timeout=read_timeout)
+    gc.set_threshold(*thresholds)  # the server's collector settings stay the server's
+    if keep_alive is not None:
+        config.timeout_keep_alive = keep_alive
     started = threading.Event()
 
     class Server(uvicorn.Server):
@@ -300,3 +305,36 @@ def test_a_poll_whose_client_leaves_stops_waiting_at_once(make_app, register, sy
         assert unsubscribed.wait(30)  # the client closed its socket: the poll stopped waiting
     assert system.broker.has_waiters("a") is False
     assert watching == [True]
+
+
+def test_a_kept_alive_connection_idle_too_long_is_closed_without_an_answer(make_app):
+    # The keep-alive wait is a deadline in the protocol's sweep, not a timer per answer.
+    with (
+        _served(make_app(), keep_alive=0.3) as port,
+        socket.create_connection(("127.0.0.1", port), 30) as client,
+    ):
+        client.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        answer = b""
+        while not answer.endswith(b"ok"):
+            answer += client.recv(4096)
+        answered = time.monotonic()
+        rest = client.recv(4096)  # blocks until the server closes the idle connection
+        assert rest == b""  # closed, and no 408: there was no request to time out
+        # (the server counted from its answer's end, a moment before this side read it)
+        assert time.monotonic() - answered >= 0.2
+
+
+def test_a_request_begun_on_a_kept_alive_connection_has_the_read_deadline(make_app):
+    # Between the two requests the connection's deadline is the keep-alive wait's (60 s here);
+    # the second request's first bytes must put the read deadline (0.3 s) in its place.
+    served = _served(make_app(), keep_alive=60.0, read_timeout=0.3)
+    with served as port, socket.create_connection(("127.0.0.1", port), 30) as client:
+        client.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        answer = b""
+        while not answer.endswith(b"ok"):
+            answer += client.recv(4096)
+        client.sendall(b"GET /health HTTP/1.1\r\nHo")  # and nothing more
+        rest = b""
+        while chunk := client.recv(4096):
+            rest += chunk
+    assert rest.startswith(b"HTTP/1.1 408 ")

@@ -12,7 +12,9 @@ The deadlines are not timers: a timer armed and cancelled per request cost the e
 2 to 4 µs of every request (a heap push, a cancel, the purge of cancelled handles). Each
 armed connection notes its deadline in its loop's `_Deadlines`, and one sweep per
 `SWEEP_SECONDS` (a quarter of the shortest timeout when that is less) drops those past theirs:
-a late request is dropped after its deadline, and at most one sweep after it.
+a late request is dropped after its deadline, and at most one sweep after it. The keep-alive
+wait between two requests (uvicorn's `timeout_keep_alive`, a timer of its own after every
+answer there) is such a deadline too: a connection idle that long is closed, without a 408.
 
 Each request's scope carries its connection (`waits.CONNECTION`): a request that waits (a long
 poll) asks it to tell when the connection is lost, rather than reading for the disconnect.
@@ -49,6 +51,7 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         self._armed = False  # whether this connection's request has a deadline in `_deadlines`
         self._awaiting_request = True  # between requests (or before the first): a new one may start
         self._head_read = False
+        self._idle = False  # the armed deadline is the keep-alive wait's, not a request's
         self._lost = False
         self._watcher: Callable[[], object] | None = None  # told when the connection is lost
 
@@ -81,7 +84,7 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
             self._watcher = None
 
     def data_received(self, data: bytes) -> None:
-        if self._awaiting_request and not self._armed:
+        if self._awaiting_request and (self._idle or not self._armed):
             self._arm()  # the first bytes of the next request on a kept-alive connection
         super().data_received(data)
 
@@ -96,13 +99,25 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
+        # uvicorn's, but the keep-alive wait that follows is a deadline in the sweep's table
+        # rather than a timer armed (and cancelled by the next request) after every answer.
         self._awaiting_request = True
         self._head_read = False
-        super().on_response_complete()  # arms uvicorn's keep-alive timeout for the idle wait
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._arm(self.timeout_keep_alive, idle=True)
 
-    def _arm(self) -> None:
-        self._deadlines.arm(self, self.read_timeout)
+    def _arm(self, timeout: float | None = None, *, idle: bool = False) -> None:
+        self._deadlines.arm(self, self.read_timeout if timeout is None else timeout)
         self._armed = True
+        self._idle = idle
 
     def _disarm(self) -> None:
         if self._armed:
@@ -113,9 +128,9 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         self._armed = False
         if self.transport.is_closing():
             return
-        if not self._head_read:
+        if not self._head_read and not self._idle:
             self.transport.write(_TIMED_OUT)
-        self.transport.close()
+        self.transport.close()  # (a kept-alive connection idle too long just closes, as uvicorn's)
 
 
 class _Deadlines:
