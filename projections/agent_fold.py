@@ -208,6 +208,20 @@ class AgentFold:
             )  # fmt: skip
         return AgentCheckpoint(r.version, r.seq, r.hash, tuple(points))
 
+    def settled(self, lo: int, hi: int) -> bool:
+        """Whether no later record can change the target's entries among slots `lo` to `hi`
+        (held): none of its tool calls there still running, none of its streams still open."""
+        session = self.session()
+        slots = session.slots if session is not None else None
+        if not isinstance(slots, Tail) or not self.order:
+            return False
+        for _, s in slots.held(lo, hi):
+            if s[ORDER] == self.order and (
+                (s[KIND] == "tool" and s[STATUS] == "running") or (s[STREAM] and not s[GONE])
+            ):
+                return False
+        return True
+
     def entries(self, lo: int, hi: int) -> list[TimelineEntry]:
         """The target's timeline entries among slots `lo` to `hi` (those held), in time order."""
         session = self.session()

@@ -135,7 +135,7 @@ class AgentPages:
                 fits = (p for p in reversed(points) if p.seq <= k and running(p) and _made(p, sid) <= lo)
                 return next(fits, None)
 
-            entries = self._fold(stream, (rid, sid), k, below, settled)[0].entries(lo, hi)
+            entries = self._fold(stream, (rid, sid), k, below, settled, (lo, hi))[0].entries(lo, hi)
         # A run whose session went on to its next run stays at its last step.
         last = fold.end if fold.ended is not None and fold.end is not None else fold.last
         status = fold.status.get(rid, "")
@@ -144,13 +144,21 @@ class AgentPages:
     # -- folding --------------------------------------------------------------------------
 
     def _fold(
-        self, stream: str, target: tuple[str, str], k: int, choose: Choose, settled: int | None
+        self,
+        stream: str,
+        target: tuple[str, str],
+        k: int,
+        choose: Choose,
+        settled: int | None,
+        window: tuple[int, int] | None = None,
     ) -> tuple[AgentFold, int]:
         """The stream folded up to seq `k` from the checkpoint `choose` picks (or its start),
         and the number of the target session's slots before that checkpoint (those not held).
 
         It stops where the target's session started its next run if the target's status was
-        settled before (`settled`): nothing after changes the target's page.
+        settled before (`settled`): nothing after changes the target's page. With a `window`
+        of slots (for its entries alone), it also stops once they are all made and none can
+        change any more: no tool call among them still running, no streamed message still open.
         """
         known = self._stream(stream)
         use_points = True
@@ -177,6 +185,7 @@ class AgentPages:
                 fold.last = head
             fresh: list[AgentCheckpoint] = []
             folded = 0
+            look = 0  # records until the window is looked at again
             try:
                 for r in readable(records, self.unreadable):
                     if r.seq > k:
@@ -185,6 +194,12 @@ class AgentPages:
                     folded += 1
                     if fold.next is not None and settled is not None and settled < fold.next.seq:
                         break
+                    if window is not None and fold.made() >= window[1]:
+                        look -= 1
+                        if look <= 0:
+                            if fold.settled(*window):
+                                break
+                            look = self.every
                     if r.version % self.every == 0 and r.version not in versions:
                         fresh.append(fold.checkpoint(r))
             except UnknownRun:

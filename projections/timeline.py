@@ -4,8 +4,8 @@ A run's timeline is its session's timeline up to and including that run: earlier
 entries stay (the conversation goes on), their unfinished streaming deltas do not. A run's
 harness events count while it is its session's newest run (the controller records none
 later; a late one is ignored, as the seed ignores late harness events), and a tool's
-completion ends a tool call its own run started: so a run's entries are settled once its
-session's next run starts.
+completion ends a tool call its own run started and that is still running: so a run's entries
+are settled once its session's next run starts, and a tool call's once it ended.
 """
 
 from __future__ import annotations
@@ -98,8 +98,9 @@ class TimelineView:
 
     name = "timeline"
     # 3: slots carry the seq that created them; 4: a run's harness events count only while it is
-    # its session's newest run, and a completion ends only a tool call its own run started
-    version = 4
+    # its session's newest run, and a completion ends only a tool call its own run started;
+    # 5: and only one still running (a second completion changes nothing)
+    version = 5
     types = frozenset({"AgentRunStarted", "HarnessEventRecorded"})
 
     def initial(self) -> TimelineState:
@@ -262,8 +263,9 @@ def apply_harness_event(
         _add(session, [call_id, "tool", when, "", name, "", detail, "running", order, False, False, seq])
     elif type_ == "tool.complete":
         pos = session.by_id.get(str(data.get("tool_call_id") or ""))
-        if pos is not None and session.slots[pos][ORDER] == order and session.slots[pos][KIND] == "tool":
-            slot = session.slots[pos]
+        slot = session.slots[pos] if pos is not None else None
+        # It ends a tool call its own run started and that is still running: the first one wins.
+        if slot is not None and slot[ORDER] == order and slot[KIND] == "tool" and slot[STATUS] == "running":
             failed = isinstance(data.get("error"), str) and bool(data.get("error"))
             slot[DETAIL], slot[STATUS] = compact_json(data), "failed" if failed else "complete"
     elif type_ == "session.error":

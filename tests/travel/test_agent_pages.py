@@ -106,6 +106,10 @@ def _plain_status(log, run_id: str, k: int) -> str:
        max_size=4), limit=st.integers(1, 9))  # fmt: skip
 # a message streamed across checkpoints: the deltas after one go on in the slot made before it
 @example(steps=[("delta", 0)] * 3 + [("user", 0)] * 10 + [("delta", 0)] * 3, picks=[0], limit=3)
+# a tool call, and a streamed message, on an early page: one ended long after the page was made
+@example(steps=[("start", 1)] + [("user", 0)] * 20 + [("complete", 1)], picks=[0], limit=3)
+@example(steps=[("start", 1), ("delta", 2), ("complete", 1), *[("user", 0)] * 20, ("message", 2)], picks=[0],
+         limit=3)  # fmt: skip
 # a tool call completed in a later run of the session, after the run that started it
 @example(steps=[("start", 1)] + [("user", 0)] * 9 + [("run", 0)] + [("complete", 1)] * 9, picks=[0], limit=2)
 def test_pages_from_checkpoints_are_the_plain_fold(tmp_path_factory, steps, picks, limit):

@@ -30,6 +30,8 @@ from eventlog.events import (
 )
 
 from .._output import console, emit_json
+from .agent_run import agent_report_lines, measure_agent_long
+from .long_run import TARGETS as LONG_TARGETS
 from .long_run import measure_long, report_lines
 
 TARGET_MS = 300.0
@@ -139,7 +141,8 @@ def bench_console(
 ) -> None:
     """The console's runs page and search with 10,000 runs: p95 ms per request, server-side;
     then one run of 100,000 events (the run as of step k beside a plain fold and LangGraph's
-    SqliteSaver, its console page live and travelled) and the overview with 5,000 approvals.
+    SqliteSaver, its console page live and travelled) and the overview with 5,000 approvals;
+    then one controller run of as many events (as of step k, and its console page).
 
     \b
     Example:
@@ -150,6 +153,7 @@ def bench_console(
     events = long_events or (5_000 if quick else 100_000)
     pending = approvals if approvals is not None else (500 if quick else 5_000)
     result["long_run"] = measure_long(events, pending, 100 if quick else 1_000)
+    result["agent_long_run"] = measure_agent_long(events, 100 if quick else 1_000)
     if as_json:
         emit_json(result)
         return
@@ -162,4 +166,6 @@ def bench_console(
         verdict = "[green]ok[/]" if ms <= TARGET_MS else "[red]over target[/]"
         console.print(f"  {name:<28} p95 {ms:8.1f} ms  {ratio:5.2f}x the {TARGET_MS:.0f} ms target {verdict}")
     for line in report_lines(result["long_run"]):
+        console.print(line)
+    for line in agent_report_lines(result["agent_long_run"], LONG_TARGETS):
         console.print(line)
