@@ -99,43 +99,61 @@ class Answerable(Protocol):
 async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
     """The result of a non-blocking broker call that `start(done)` begins, awaited without a thread.
 
-    Its refusals are turned into HTTP errors as `call` turns them.
+    Its refusals are turned into HTTP errors as `call` turns them. A call answered inside
+    `start` (on the loop's thread: a poll's take on a known empty queue, its leave) is not
+    waited for at all: no future, and the answer does not wait behind every other ready callback.
     """
     loop = asyncio.get_running_loop()
-    answered: asyncio.Future[None] = loop.create_future()
-    post = inbox_of(loop).post
-    here = threading.get_ident()
-
-    def settle() -> None:
-        # A waiter cancelled meanwhile (its client gone) has nothing left to settle.
-        if not answered.done():
-            answered.set_result(None)
-
-    def done() -> None:
-        if threading.get_ident() == here:
-            # Answered inside the call, on the loop's thread: awaiting a settled future does
-            # not yield, so the answer does not wait behind every other ready callback.
-            settle()
-        else:
-            post(settle)  # from the broker's writer thread
-
+    waiting = _Answer(inbox_of(loop))
     # As `refusals()` twice, without a context manager per request: this is every hot write.
     try:
-        run_call = start(done)
+        run_call = start(waiting.done)
     except _REFUSALS as e:
         raise refusal(e) from None
-    await answered
+    if not waiting.settled:
+        future = waiting.future = loop.create_future()
+        await future
     try:
         return run_call.result()
     except _REFUSALS as e:
         raise refusal(e) from None
 
 
+class _Answer:
+    """The `done` of one non-blocking call: it settles the waiter on the loop's thread."""
+
+    __slots__ = ("future", "inbox", "settled", "thread")
+
+    def __init__(self, inbox: _Inbox) -> None:
+        self.inbox = inbox
+        self.thread = threading.get_ident()
+        self.settled = False
+        self.future: asyncio.Future[None] | None = None
+
+    def done(self) -> None:
+        if threading.get_ident() == self.thread:
+            self.settle()  # inside the call, or a delivery settled on the loop's thread
+        else:
+            self.inbox.post(self.settle)  # from the broker's writer thread
+
+    def settle(self) -> None:
+        self.settled = True
+        future = self.future
+        # A waiter cancelled meanwhile (its client gone) has nothing left to settle.
+        if future is not None and not future.done():
+            future.set_result(None)
+
+
 def inbox_of(loop: asyncio.AbstractEventLoop) -> _Inbox:
     """The loop's inbox: callbacks posted from other threads, run on the loop in batches."""
+    global _last
+    last = _last
+    if last is not None and last[0]() is loop:
+        return last[1]  # (a server has one loop: no weak reference made per lookup)
     inbox = _inboxes.get(loop)
     if inbox is None:
         inbox = _inboxes[loop] = _Inbox(loop)
+    _last = (weakref.ref(loop), inbox)
     return inbox
 
 
@@ -175,3 +193,4 @@ class _Inbox:
 
 
 _inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Inbox] | None = None  # the loop asked for last

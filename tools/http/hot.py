@@ -32,6 +32,7 @@ _WANTED = (b"origin", b"content-type", b"content-length", b"authorization")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _TEXT_HEADERS = [(b"content-type", b"text/plain; charset=utf-8")]
 _OK_BODY = orjson.dumps(OK) + b"\n"  # the answer to most of what agents send
+_NULL_BODY = b"null\n"
 
 
 class Headers:
@@ -99,6 +100,8 @@ class HotRoutes:
             body, kind = b"ok", _TEXT_HEADERS
         elif value is OK:
             body, kind = _OK_BODY, _JSON_HEADERS
+        elif value is None:
+            body, kind = _NULL_BODY, _JSON_HEADERS  # an empty poll's
         else:
             body = orjson.dumps(value, option=orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS) + b"\n"
             kind = _JSON_HEADERS

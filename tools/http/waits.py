@@ -158,9 +158,14 @@ class Wheel:
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> Wheel:
+        global _last
+        last = _last
+        if last is not None and last[0]() is loop:
+            return last[1]  # (a server has one loop: no weak reference made per lookup)
         wheel = _WHEELS.get(loop)
         if wheel is None:
             wheel = _WHEELS[loop] = cls(loop)
+        _last = (weakref.ref(loop), wheel)
         return wheel
 
     def add(self, wait: Wait) -> None:
@@ -211,3 +216,4 @@ class Wheel:
 
 
 _WHEELS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Wheel] = weakref.WeakKeyDictionary()
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], Wheel] | None = None  # the loop asked for last
