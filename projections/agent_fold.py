@@ -24,23 +24,18 @@ from eventlog import Record, RunCheckpointRow
 
 from .agent_runs import FORKED
 from .timeline import (
-    AT,
-    DETAIL,
     GONE,
-    ID,
     KIND,
-    NAME,
     ORDER,
-    ROLE,
-    SEQ,
     STATUS,
     STREAM,
-    TEXT,
     RunMoment,
+    Session,
     TimelineEntry,
     TimelineState,
     TimelineView,
-    _Session,
+    shows,
+    slot_entry,
 )
 
 _SLOT = 12  # fields of a slot (see projections.timeline)
@@ -149,7 +144,7 @@ class AgentFold:
         self.last: Record | None = None
         self.resumed = point is not None
         for p in point.sessions if point is not None else ():
-            session = _Session((stream, p.session_id), Tail(p.made), dict(p.streams), p.runs)
+            session = Session((stream, p.session_id), Tail(p.made), dict(p.streams), p.runs)
             self.state.sessions[(stream, p.session_id)] = session
             if p.latest:
                 self.state.runs[p.latest] = (session, p.runs)
@@ -170,7 +165,7 @@ class AgentFold:
             run_id, session_id = d["run_id"], d["session_id"]
             key = (r.stream, session_id)
             if key not in self.state.sessions:  # every session holds its slots in a tail
-                self.state.sessions[key] = _Session(key, Tail(0))
+                self.state.sessions[key] = Session(key, Tail(0))
             self.view.apply(self.state, r)
             self.latest[session_id] = run_id
             self.status.setdefault(run_id, "")
@@ -185,7 +180,7 @@ class AgentFold:
         elif t == "ForkedFrom":
             self.status[d["run_id"]] = FORKED
 
-    def session(self) -> _Session | None:
+    def session(self) -> Session | None:
         """The target's session, once it exists."""
         return self.state.sessions.get((self.stream, self.session_id))
 
@@ -228,17 +223,7 @@ class AgentFold:
         slots = session.slots if session is not None else None
         if session is None or not isinstance(slots, Tail) or not self.order:
             return []
-        order = self.order
-        out = []
-        for i, s in slots.held(lo, hi):
-            if s[GONE] or s[ORDER] > order or (s[STREAM] and s[ORDER] != order):
-                continue
-            parts = session.parts.get(i)
-            text = s[TEXT] + "".join(parts) if parts else s[TEXT]
-            at = datetime.fromisoformat(s[AT])
-            out.append(
-                TimelineEntry(s[ID], s[KIND], at, s[ROLE], s[NAME], text, s[DETAIL], s[STATUS], s[SEQ])
-            )
+        out = [slot_entry(session, i, slot) for i, slot in slots.held(lo, hi) if shows(slot, self.order)]
         return sorted(out, key=lambda e: e.at)
 
 
@@ -269,7 +254,7 @@ def agent_moments(records: Iterable[Record], run_id: str) -> list[RunMoment]:
         if r.type == "AgentRunStarted" and mine:
             session, order = state.runs[run_id]
             shown = {
-                i: _entry(session, i, slot) for i, slot in enumerate(session.slots) if _shows(slot, order)
+                i: slot_entry(session, i, slot) for i, slot in enumerate(session.slots) if shows(slot, order)
             }
             ats = [e.at for e in shown.values()]
             ordered = all(a <= b for a, b in itertools.pairwise(ats))
@@ -278,10 +263,10 @@ def agent_moments(records: Iterable[Record], run_id: str) -> list[RunMoment]:
             session = where[0]
             for i in (*reached, *range(made, len(session.slots))):
                 slot = session.slots[i]
-                if not _shows(slot, order):
+                if not shows(slot, order):
                     shown.pop(i, None)
                     continue
-                entry = shown[i] = _entry(session, i, slot)
+                entry = shown[i] = slot_entry(session, i, slot)
                 if i >= made:  # a new slot: shown last, so it must not be older than those before it
                     ordered = ordered and (newest is None or newest <= entry.at)
                     newest = entry.at if newest is None else max(newest, entry.at)
@@ -296,7 +281,7 @@ def agent_moments(records: Iterable[Record], run_id: str) -> list[RunMoment]:
     return moments
 
 
-def _reached(where: tuple[_Session, int], d: dict[str, Any]) -> tuple[int, ...]:
+def _reached(where: tuple[Session, int], d: dict[str, Any]) -> tuple[int, ...]:
     """The slots made before that a harness event may change (as `apply_harness_event` finds them)."""
     session, order = where
     data, type_ = d["data"], d["type"]
@@ -307,15 +292,3 @@ def _reached(where: tuple[_Session, int], d: dict[str, Any]) -> tuple[int, ...]:
     else:
         return ()
     return () if pos is None else (pos,)
-
-
-def _shows(s: list[Any], order: int) -> bool:
-    """Whether the run at `order` in its session shows slot `s` (as `render` decides)."""
-    return not (s[GONE] or s[ORDER] > order or (s[STREAM] and s[ORDER] != order))
-
-
-def _entry(session: _Session, i: int, s: list[Any]) -> TimelineEntry:
-    parts = session.parts.get(i)
-    text = s[TEXT] + "".join(parts) if parts else s[TEXT]
-    at = datetime.fromisoformat(s[AT])
-    return TimelineEntry(s[ID], s[KIND], at, s[ROLE], s[NAME], text, s[DETAIL], s[STATUS], s[SEQ])

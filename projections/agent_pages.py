@@ -18,46 +18,16 @@ the stream's beginning instead.
 
 from __future__ import annotations
 
-import bisect
-import contextlib
-import hmac
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
-from eventlog import EventLog, EventLogError, Record, RunCheckpointRow, SnapshotStore, Unreadable, readable
+from eventlog import EventLog, SnapshotStore, Unreadable, readable
 
+from ._checkpoint_cache import CheckpointCache
 from .agent_fold import AgentCheckpoint, AgentFold, UnknownRun
 from .agent_runs import AgentRun
-from .run_pages import EVERY, MAX_PAGE, PAGE, RUNS_CACHED, RunPage, sealed_message
+from .run_pages import EVERY, MAX_PAGE, PAGE, RUNS_CACHED, RunPage
 
 Choose = Callable[[list[AgentCheckpoint]], AgentCheckpoint | None]
-
-
-@dataclass(slots=True)
-class _Stream:
-    """One controller stream's checkpoints known to this process, by version."""
-
-    points: list[AgentCheckpoint] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    trusted: set[int] = field(default_factory=set)
-
-    def add(self, point: AgentCheckpoint, trusted: bool) -> None:
-        i = bisect.bisect_left(self.versions, point.version)
-        if i < len(self.versions) and self.versions[i] == point.version:
-            self.points[i] = point
-        else:
-            self.points.insert(i, point)
-            self.versions.insert(i, point.version)
-        if trusted:
-            self.trusted.add(point.version)
-
-    def drop(self, point: AgentCheckpoint) -> None:
-        i = bisect.bisect_left(self.versions, point.version)
-        if i < len(self.versions) and self.versions[i] == point.version:
-            del self.points[i], self.versions[i]
-        self.trusted.discard(point.version)
 
 
 def _made(point: AgentCheckpoint, session_id: str) -> int:
@@ -81,13 +51,20 @@ class AgentPages:
         streams: int = RUNS_CACHED,
     ) -> None:
         self.log = log
-        self.store = store
         self.unreadable = unreadable
-        self.every = every
         self.reads = 0
-        self._streams: OrderedDict[str, _Stream] = OrderedDict()
-        self._limit = streams
-        self._lock = threading.Lock()
+        self.cache: CheckpointCache[AgentCheckpoint] = CheckpointCache(
+            log, store, every, streams, AgentCheckpoint.of
+        )
+
+    @property
+    def every(self) -> int:
+        """Versions of a stream between two checkpoints."""
+        return self.cache.every
+
+    @every.setter
+    def every(self, value: int) -> None:
+        self.cache.every = value
 
     def page(
         self,
@@ -160,27 +137,27 @@ class AgentPages:
         of slots (for its entries alone), it also stops once they are all made and none can
         change any more: no tool call among them still running, no streamed message still open.
         """
-        known = self._stream(stream)
+        known = self.cache.known(stream)
         use_points = True
         while True:
-            with self._lock:
+            with self.cache.lock:
                 point = choose(list(known.points)) if use_points else None
                 trusted = point is None or point.version in known.trusted
                 versions = set(known.versions)
             fold = AgentFold(stream, target, point)
-            records = self._records(stream, point.version if point is not None else 1)
+            records = self.cache.records(stream, point.version if point is not None else 1)
             if point is not None:
                 head = next(records, None)
                 if (
                     head is None
                     or head.seq != point.seq
                     or head.hash != point.hash
-                    or not (trusted or self._sealed(stream, point))
+                    or not (trusted or self.cache.sealed(stream, point))
                 ):
-                    with self._lock:
+                    with self.cache.lock:
                         known.drop(point)  # stale or forged: never used again
                     continue
-                with self._lock:
+                with self.cache.lock:
                     known.trusted.add(point.version)
                 fold.last = head
             fresh: list[AgentCheckpoint] = []
@@ -208,64 +185,5 @@ class AgentPages:
                 continue
             self.reads += folded
             if fresh:
-                self._keep(stream, known, fresh)
+                self.cache.keep(stream, known, fresh)
             return fold, _made(point, target[1]) if point is not None else 0
-
-    def _records(self, stream: str, first: int) -> Iterator[Record]:
-        """The stream's records from version `first`, read a bounded stretch at a time."""
-        step = self.every * 4
-        while True:
-            hi = first + step - 1
-            n = 0
-            for r in self.log.read(stream, first, hi):
-                n += 1
-                yield r
-            if n < hi - first + 1:
-                return
-            first = hi + 1
-            step = min(step * 4, 4096)
-
-    # -- the checkpoints ------------------------------------------------------------------
-
-    def _stream(self, stream: str) -> _Stream:
-        with self._lock:
-            known = self._streams.get(stream)
-            if known is not None:
-                self._streams.move_to_end(stream)
-                return known
-        known = _Stream()
-        for row in self.store.run_checkpoints(stream) if self.store is not None else []:
-            point = AgentCheckpoint.of(row)
-            if point is not None and point.version % self.every == 0:
-                known.add(point, trusted=False)
-        with self._lock:
-            found = self._streams.setdefault(stream, known)
-            self._streams.move_to_end(stream)
-            while len(self._streams) > self._limit:
-                self._streams.popitem(last=False)
-            return found
-
-    def _sealed(self, stream: str, point: AgentCheckpoint) -> bool:
-        """Whether a stored checkpoint carries this log's MAC (always, on an unkeyed log)."""
-        if not self.log.keyed:
-            return True
-        rows = self.store.run_checkpoints(stream) if self.store is not None else []
-        row = next((r for r in rows if r.version == point.version), None)
-        if row is None or row.data != point.data() or not row.mac:
-            return False
-        expected = self.log.seal(sealed_message(stream, row))
-        return expected is not None and hmac.compare_digest(expected, row.mac)
-
-    def _keep(self, stream: str, known: _Stream, points: list[AgentCheckpoint]) -> None:
-        with self._lock:
-            for point in points:
-                known.add(point, trusted=True)
-        if self.store is None or self.store.readonly:
-            return
-        rows = []
-        for p in points:
-            row = RunCheckpointRow(stream, p.version, p.seq, p.hash, p.data())
-            mac = self.log.seal(sealed_message(stream, row)) or ""
-            rows.append(RunCheckpointRow(stream, p.version, p.seq, p.hash, row.data, mac))
-        with contextlib.suppress(EventLogError):  # a cache that could not be written is only slower
-            self.store.put_run_checkpoints(rows)

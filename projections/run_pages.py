@@ -13,19 +13,15 @@ One that fails is ignored and the fold starts further back.
 
 from __future__ import annotations
 
-import bisect
-import contextlib
-import hmac
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from eventlog import EventLog, EventLogError, Record, RunCheckpointRow, SnapshotStore, Unreadable, readable
+from eventlog import EventLog, Record, RunCheckpointRow, SnapshotStore, Unreadable, readable
 
+from ._checkpoint_cache import CheckpointCache, Known
 from .broker_timeline import BrokerFold
 from .timeline import TimelineEntry
 
@@ -61,13 +57,6 @@ class RunCheckpoint:
         if not (isinstance(status, str) and isinstance(made, int) and isinstance(base, int)):
             return None
         return cls(row.version, row.seq, row.hash, status, made, base, pairs)
-
-
-def sealed_message(stream: str, row: RunCheckpointRow) -> bytes:
-    """What a per-run checkpoint's MAC covers: its stream, position, chain hash and content."""
-    return orjson.dumps(
-        ["flightlog run checkpoint", stream, row.version, row.seq, row.hash, row.data.decode()]
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,51 +99,28 @@ class RunPage:
         }
 
 
-@dataclass(slots=True)
-class _Run:
-    """One run's checkpoints known to this process, by version; `trusted` ones were checked."""
-
-    points: list[RunCheckpoint] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    trusted: set[int] = field(default_factory=set)
-
-    def add(self, point: RunCheckpoint, trusted: bool) -> None:
-        i = bisect.bisect_left(self.versions, point.version)
-        if i < len(self.versions) and self.versions[i] == point.version:
-            self.points[i] = point
+def _made_at_or_below(points: list[RunCheckpoint], made: int, i: int) -> int:
+    """The index of the last checkpoint up to index `i` whose made count is at most `made`."""
+    lo, hi = 0, i + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if points[mid].made <= made:
+            lo = mid + 1
         else:
-            self.points.insert(i, point)
-            self.versions.insert(i, point.version)
-        if trusted:
-            self.trusted.add(point.version)
+            hi = mid
+    return lo - 1
 
-    def drop(self, point: RunCheckpoint) -> None:
-        i = bisect.bisect_left(self.versions, point.version)
-        if i < len(self.versions) and self.versions[i] == point.version:
-            del self.points[i], self.versions[i]
-        self.trusted.discard(point.version)
 
-    def made_at_or_below(self, made: int, i: int) -> int:
-        """The index of the last checkpoint up to index `i` whose made count is at most `made`."""
-        lo, hi = 0, i + 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.points[mid].made <= made:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo - 1
-
-    def at_or_below(self, seq: int) -> int:
-        """The index of the last checkpoint at or below `seq` (-1: none)."""
-        lo, hi = 0, len(self.points)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.points[mid].seq <= seq:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo - 1
+def _at_or_below(points: list[RunCheckpoint], seq: int) -> int:
+    """The index of the last checkpoint at or below `seq` (-1: none)."""
+    lo, hi = 0, len(points)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if points[mid].seq <= seq:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
 
 
 class RunPages:
@@ -173,13 +139,16 @@ class RunPages:
         runs: int = RUNS_CACHED,
     ) -> None:
         self.log = log
-        self.store = store
         self.unreadable = unreadable
-        self.every = every
         self.reads = 0
-        self._runs: OrderedDict[str, _Run] = OrderedDict()
-        self._limit = runs
-        self._lock = threading.Lock()
+        self.cache: CheckpointCache[RunCheckpoint] = CheckpointCache(
+            log, store, every, runs, RunCheckpoint.of
+        )
+
+    @property
+    def every(self) -> int:
+        """Versions of a run between two checkpoints."""
+        return self.cache.every
 
     def page(
         self, run_id: str, at: int | None = None, before: int | None = None, limit: int = PAGE
@@ -192,7 +161,7 @@ class RunPages:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         stream = f"run-{run_id}"
-        run = self._run(stream)
+        run = self.cache.known(stream)
         k = 2**62 if at is None else at
         # One fold from the checkpoint below k keeps every entry made after that checkpoint:
         # the newest page usually lies among them, and then no second fold is needed.
@@ -218,7 +187,7 @@ class RunPages:
     # -- folding --------------------------------------------------------------------------
 
     def _fold(
-        self, stream: str, run: _Run, k: int, window: tuple[int, int] | None
+        self, stream: str, run: Known[RunCheckpoint], k: int, window: tuple[int, int] | None
     ) -> tuple[BrokerFold, Record] | None:
         """The fold of `stream` up to seq `k` and its last record (None if it has none by then).
 
@@ -228,10 +197,10 @@ class RunPages:
         window is full unless a permission in it may still be decided.
         """
         while True:
-            with self._lock:
-                i = run.at_or_below(k)
+            with self.cache.lock:
+                i = _at_or_below(run.points, k)
                 if window is not None and window[0] >= 0:
-                    i = run.made_at_or_below(window[0], i)
+                    i = _made_at_or_below(run.points, window[0], i)
                 point = run.points[i] if i >= 0 else None
                 following = run.points[i + 1] if i + 1 < len(run.points) else None
                 trusted = point is None or point.version in run.trusted
@@ -244,7 +213,7 @@ class RunPages:
                 fold = BrokerFold.resume(point.status, point.made, point.base, dict(point.asks), window)
                 first = point.version
             to = following.version if following is not None and following.seq > k else None
-            records = self._records(stream, first, to)
+            records = self.cache.records(stream, first, to)
             head: Record | None = None
             if point is not None:
                 head = next(records, None)
@@ -252,20 +221,20 @@ class RunPages:
                     head is None
                     or head.seq != point.seq
                     or head.hash != point.hash
-                    or not (trusted or self._sealed(stream, point))
+                    or not (trusted or self.cache.sealed(stream, point))
                 ):
-                    with self._lock:
+                    with self.cache.lock:
                         run.drop(point)  # stale or forged: never used again; fold from further back
                     continue
                 if not trusted:
-                    with self._lock:
+                    with self.cache.lock:
                         run.trusted.add(point.version)
             return self._run_fold(stream, run, fold, records, k, window, head)
 
     def _run_fold(
         self,
         stream: str,
-        run: _Run,
+        run: Known[RunCheckpoint],
         fold: BrokerFold,
         records: Iterator[Record],
         k: int,
@@ -274,7 +243,7 @@ class RunPages:
     ) -> tuple[BrokerFold, Record] | None:
         """Fold `records` (after the checkpoint whose record is `last`) up to seq `k`."""
         fresh: list[RunCheckpoint] = []
-        with self._lock:
+        with self.cache.lock:
             known = set(run.versions)
         every = self.every
         folded = 0
@@ -294,67 +263,8 @@ class RunPages:
                 checked = True  # a permission in the window may be decided later: fold on to `k`
         self.reads += folded
         if fresh:
-            self._keep(stream, run, fresh)
+            self.cache.keep(stream, run, fresh)
         return None if last is None else (fold, last)
-
-    def _records(self, stream: str, first: int, to: int | None) -> Iterator[Record]:
-        """The stream's records from version `first`, read a bounded stretch at a time."""
-        step = self.every * 4
-        while True:
-            hi = first + step - 1 if to is None else min(to, first + step - 1)
-            n = 0
-            for r in self.log.read(stream, first, hi):
-                n += 1
-                yield r
-            if n < hi - first + 1 or (to is not None and hi >= to):
-                return
-            first = hi + 1
-            step = min(step * 4, 4096)
-
-    # -- the checkpoints ------------------------------------------------------------------
-
-    def _run(self, stream: str) -> _Run:
-        with self._lock:
-            run = self._runs.get(stream)
-            if run is not None:
-                self._runs.move_to_end(stream)
-                return run
-        run = _Run()
-        for row in self.store.run_checkpoints(stream) if self.store is not None else []:
-            point = RunCheckpoint.of(row)
-            if point is not None and point.version % self.every == 0:
-                run.add(point, trusted=False)
-        with self._lock:
-            found = self._runs.setdefault(stream, run)
-            self._runs.move_to_end(stream)
-            while len(self._runs) > self._limit:
-                self._runs.popitem(last=False)
-            return found
-
-    def _sealed(self, stream: str, point: RunCheckpoint) -> bool:
-        """Whether a stored checkpoint carries this log's MAC (always, on an unkeyed log)."""
-        if not self.log.keyed:
-            return True
-        rows = self.store.run_checkpoints(stream) if self.store is not None else []
-        row = next((r for r in rows if r.version == point.version), None)
-        if row is None or row.data != point.data() or not row.mac:
-            return False
-        expected = self.log.seal(sealed_message(stream, row))
-        return expected is not None and hmac.compare_digest(expected, row.mac)
-
-    def _keep(self, stream: str, run: _Run, points: list[RunCheckpoint]) -> None:
-        with self._lock:
-            for point in points:
-                run.add(point, trusted=True)
-        if self.store is None or self.store.readonly:
-            return
-        rows = []
-        for p in points:
-            row = RunCheckpointRow(stream, p.version, p.seq, p.hash, p.data())
-            mac = self.log.seal(sealed_message(stream, row)) or ""
-            rows.append(RunCheckpointRow(stream, p.version, p.seq, p.hash, row.data, mac))
-        with contextlib.suppress(EventLogError):  # a cache that could not be written is only slower
-            self.store.put_run_checkpoints(rows)
 
 
 def _undecided(fold: BrokerFold) -> bool:

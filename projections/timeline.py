@@ -76,6 +76,9 @@ class _Session:
     parts: dict[int, list[str]] = dataclasses.field(default_factory=dict)  # slot -> streamed text to join
 
 
+Session = _Session  # one session's slots, for the folds that build it themselves (agent_fold)
+
+
 @dataclass(slots=True)
 class TimelineState:
     """Every session's slots, and where each run is: its session and its order in it."""
@@ -297,17 +300,22 @@ def render(state: TimelineState, run_id: str) -> list[TimelineEntry]:
     if where is None:
         return []
     session, order = where
-    entries = []
-    for i, s in enumerate(session.slots):
-        if s[GONE] or s[ORDER] > order or (s[STREAM] and s[ORDER] != order):
-            continue
-        parts = session.parts.get(i)
-        text = s[TEXT] + "".join(parts) if parts else s[TEXT]
-        at = datetime.fromisoformat(s[AT])
-        entries.append(
-            TimelineEntry(s[ID], s[KIND], at, s[ROLE], s[NAME], text, s[DETAIL], s[STATUS], s[SEQ])
-        )
+    entries = [slot_entry(session, i, s) for i, s in enumerate(session.slots) if shows(s, order)]
     return sorted(entries, key=lambda e: e.at)
+
+
+def shows(s: list[Any], order: int) -> bool:
+    """Whether the run at `order` in its session shows slot `s`: not replaced, not a later
+    run's, and not another run's unfinished stream."""
+    return not (s[GONE] or s[ORDER] > order or (s[STREAM] and s[ORDER] != order))
+
+
+def slot_entry(session: Session, i: int, s: list[Any]) -> TimelineEntry:
+    """The entry slot `s` (at `i` in `session`) shows, its streamed text joined in."""
+    parts = session.parts.get(i)
+    text = s[TEXT] + "".join(parts) if parts else s[TEXT]
+    at = datetime.fromisoformat(s[AT])
+    return TimelineEntry(s[ID], s[KIND], at, s[ROLE], s[NAME], text, s[DETAIL], s[STATUS], s[SEQ])
 
 
 @dataclass(frozen=True, slots=True)
