@@ -64,8 +64,9 @@ class SessionStore:
     def get(self, key: str) -> SessionRow | None:
         raise NotImplementedError
 
-    def put(self, row: SessionRow, *, keep: int) -> None:
-        """Save `row`; then, beyond `keep` sessions, drop the least recently used."""
+    def put(self, row: SessionRow, *, keep: int, keep_each: int) -> None:
+        """Save `row`; then drop the least recently used sessions of its credential beyond
+        `keep_each`, and of all beyond `keep` (one transaction)."""
         raise NotImplementedError
 
     def touch(self, key: str, last_used: float) -> None:
@@ -88,13 +89,16 @@ class SQLiteSessionStore(SQLiteSide, SessionStore):
     def _steps(self) -> Migrations:
         return _migrations()
 
-    def _write(self, sql: str, args: tuple[object, ...]) -> int:
+    def _write(self, sql: str, args: tuple[object, ...], *more: tuple[str, tuple[object, ...]]) -> int:
+        """Run `sql` (then each of `more`) in one transaction; the rows the first changed."""
         if self.readonly:
             raise ReadOnlyDatabaseError(self.path, "opened read-only: console sessions cannot be kept")
         with self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 changed = conn.execute(sql, args).rowcount
+                for statement, values in more:
+                    conn.execute(statement, values)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -107,15 +111,20 @@ class SQLiteSessionStore(SQLiteSide, SessionStore):
             row = conn.execute(f"SELECT {_COLUMNS} FROM console_sessions WHERE key = ?", (key,)).fetchone()
         return None if row is None else SessionRow(*row)
 
-    def put(self, row: SessionRow, *, keep: int) -> None:
+    def put(self, row: SessionRow, *, keep: int, keep_each: int) -> None:
         self._write(
             f"INSERT OR REPLACE INTO console_sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
             (row.key, row.credential_id, row.csrf_sha256, row.started, row.last_used),
-        )
-        self._write(
-            "DELETE FROM console_sessions WHERE key IN "
-            "(SELECT key FROM console_sessions ORDER BY last_used DESC LIMIT -1 OFFSET ?)",
-            (keep,),
+            (
+                "DELETE FROM console_sessions WHERE key IN (SELECT key FROM console_sessions "
+                "WHERE credential_id = ? ORDER BY last_used DESC LIMIT -1 OFFSET ?)",
+                (row.credential_id, keep_each),
+            ),
+            (
+                "DELETE FROM console_sessions WHERE key IN "
+                "(SELECT key FROM console_sessions ORDER BY last_used DESC LIMIT -1 OFFSET ?)",
+                (keep,),
+            ),
         )
 
     def touch(self, key: str, last_used: float) -> None:
@@ -143,27 +152,36 @@ class PostgresSessionStore(PostgresSide, SessionStore):
 
     _create = _PG_CREATE
 
-    def _write(self, sql: str, args: tuple[object, ...]) -> int:
+    def _write(self, sql: str, args: tuple[object, ...], *more: tuple[str, tuple[object, ...]]) -> int:
+        """Run `sql` (then each of `more`) in one transaction; the rows the first changed."""
         if self.readonly:
             raise ReadOnlyDatabaseError(self._connector.safe_url, "opened read-only: no console sessions")
         with self._connection() as conn, conn.transaction():
-            return int(conn.execute(sql, args).rowcount)
+            changed = int(conn.execute(sql, args).rowcount)
+            for statement, values in more:
+                conn.execute(statement, values)
+            return changed
 
     def get(self, key: str) -> SessionRow | None:
         with self._connection() as conn:
             row = conn.execute(f"SELECT {_COLUMNS} FROM console_sessions WHERE key = %s", (key,)).fetchone()
         return None if row is None else SessionRow(*row)
 
-    def put(self, row: SessionRow, *, keep: int) -> None:
+    def put(self, row: SessionRow, *, keep: int, keep_each: int) -> None:
         self._write(
             f"INSERT INTO console_sessions ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO "
             "UPDATE SET last_used = EXCLUDED.last_used",
             (row.key, row.credential_id, row.csrf_sha256, row.started, row.last_used),
-        )
-        self._write(
-            "DELETE FROM console_sessions WHERE key IN "
-            "(SELECT key FROM console_sessions ORDER BY last_used DESC OFFSET %s)",
-            (keep,),
+            (
+                "DELETE FROM console_sessions WHERE key IN (SELECT key FROM console_sessions "
+                "WHERE credential_id = %s ORDER BY last_used DESC OFFSET %s)",
+                (row.credential_id, keep_each),
+            ),
+            (
+                "DELETE FROM console_sessions WHERE key IN "
+                "(SELECT key FROM console_sessions ORDER BY last_used DESC OFFSET %s)",
+                (keep,),
+            ),
         )
 
     def touch(self, key: str, last_used: float) -> None:

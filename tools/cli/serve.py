@@ -26,14 +26,13 @@ from .limits import quota_options, quotas_given
 from .log_files import check_log_files
 from .token_file import TOKEN_ENV as TOKEN_ENV  # re-exported: the commands that reach a server read it here
 from .token_file import announce, default_path, keep_new_token, read_token, token_problem
-from .workers import default_workers, supervise
+from .workers import supervise, worker_count
 
 if TYPE_CHECKING:
     from .._integrity import Integrity
 
 EXIT_TAMPERED = 3  # serve refused a log whose chain does not verify or that holds records off the
 # event catalogue (see --allow-tampered)
-MAX_WORKERS = 64
 LISTEN_BACKLOG = 2048  # uvicorn's own default
 PROGRESS_FROM = 50_000  # logs shorter than this verify too fast to need a progress bar
 # glibc's malloc arenas a server may use. By default a process with many threads gets up to
@@ -91,21 +90,6 @@ def _serve(
     _log_storage_incidents()
     settle_heap()
     Server(config).run(sockets=[sock])
-
-
-def _worker_count(given: str) -> int:
-    """`--workers`: a count of at least 1, or `auto` for the cores this process may use."""
-    if given.strip().lower() == "auto":
-        return default_workers()
-    try:
-        count = int(given)
-    except ValueError:
-        count = 0
-    if not 1 <= count <= MAX_WORKERS:
-        raise click.BadParameter(
-            f"{given!r} is not a count from 1 to {MAX_WORKERS}, or auto", param_hint="--workers"
-        )
-    return count
 
 
 def _serve_workers(
@@ -420,7 +404,7 @@ def serve_cmd(
     """
     from ..http import PortInUseError, create_app, listen
 
-    count = _worker_count(workers)
+    count = worker_count(workers, db)
     limit_malloc_arenas()
     readable = check_log_files(db)  # refuses, before anything is written, a log others can write
     digest = _operator_token_digest(db, token_file)

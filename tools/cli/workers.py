@@ -9,7 +9,7 @@ and a waiting long poll, `/wait_reply` or permission wait is woken by its worker
 of the log, whichever worker wrote. Console sessions live beside the log, so a login holds on
 every worker.
 
-The parent only supervises: it prints the address once every worker accepts, passes SIGINT
+The parent only supervises: it prints the address once, when every worker accepts, passes SIGINT
 and SIGTERM on, and replaces a worker that dies unasked (at most RESTARTS_PER_MINUTE a
 minute; beyond that it stops them all and exits with EXIT_WORKERS). It stays single-threaded,
 so forking a replacement later is as safe as forking the first.
@@ -30,6 +30,7 @@ from types import FrameType
 import click
 
 EXIT_WORKERS = 9  # the workers kept dying (or never started): see their lines on stderr
+MAX_WORKERS = 64
 READY_TIMEOUT = 120.0  # seconds a worker has to open the log and accept connections
 RESTARTS_PER_MINUTE = 5
 _PR_SET_PDEATHSIG = 1  # prctl's option number (linux/prctl.h)
@@ -43,11 +44,38 @@ class WorkersFailed(click.ClickException):
 
 
 def default_workers() -> int:
-    """The machine's cores this process may use (at least 1)."""
+    """The machine's cores this process may use (at least 1, at most MAX_WORKERS)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    return min(max(1, cores), MAX_WORKERS)
+
+
+def worker_count(given: str, db: str) -> int:
+    """`--workers`: a count from 1 to MAX_WORKERS, or `auto` for the cores this process may use.
+
+    More than one on an in-memory log is refused: each worker would open a log of its own, and
+    they would answer from different histories.
+    """
+    if given.strip().lower() == "auto":
+        count = default_workers()
+    else:
+        try:
+            count = int(given)
+        except ValueError:
+            count = 0
+        if not 1 <= count <= MAX_WORKERS:
+            raise click.BadParameter(
+                f"{given!r} is not a count from 1 to {MAX_WORKERS}, or auto", param_hint="--workers"
+            )
+    if count > 1 and db == ":memory:":
+        raise click.BadParameter(
+            "workers share the log through its database, and an in-memory log is one process's own: "
+            "give a file or a postgresql:// URL, or one worker",
+            param_hint="--workers",
+        )
+    return count
 
 
 def supervise(
@@ -176,8 +204,9 @@ def _run(
             with contextlib.suppress(BlockingIOError):
                 os.read(wake_r, 4096)
         if ready_r in readable:
+            was = ready
             ready += len(os.read(ready_r, 4096))
-            if ready >= count:
+            if was < count <= ready:  # once: a replaced worker says it is ready too
                 announce()
         for _pid, index, code in _reap(workers):
             if stopping:

@@ -87,7 +87,12 @@ def create_app(
     async def openapi(request: Request) -> Response:
         return json_response(document)
 
-    sessions = ConsoleSessions(idle=session_idle, lifetime=session_lifetime, store=_session_table(system))
+    sessions = ConsoleSessions(
+        idle=session_idle,
+        lifetime=session_lifetime,
+        store=_session_table(system),
+        bootstrap_sha256=operator_token_sha256,
+    )
     auth = OperatorAuth(system.operators, operator_token_sha256, sessions, throttle or AuthThrottle())
     broker_routes = BrokerRoutes(system.broker, auth, poll_timeout, registration)
     routes = [
