@@ -135,19 +135,27 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             $$
             """,
             # A whole group in one statement: rows chained by the writer onto the head it
-            # names, checked against the head and stream versions found under the lock. When
-            # anything differs nothing is written and the head and versions found are the
-            # answer (the writer chains again), or, with p_strict (the caller held the row
-            # already, so nothing can differ), an error; else the rows go in with one INSERT,
-            # their seq and prev_hash following from the head, and followers are notified.
-            # The rows come as JSON (parsed once, in C) but for data and meta: bytes, exactly
-            # as the hash covers them, whatever the database's encoding.
+            # names, checked against the head and stream versions found under the lock, go in
+            # with one INSERT (seq and prev_hash follow from the head), and followers are
+            # notified. When anything differs:
+            # - with p_requests (each request's stream, expectation and event count) and the
+            #   pieces of each record's canonical header around seq, version and time (p_mid,
+            #   p_tail), the group is chained again here, under the row, onto the head found,
+            #   if every expectation holds there; the answer is that head, the time and the
+            #   versions used, and the last hash (the writer checks it against its own);
+            # - else nothing is written, and the answer is the head and versions found, with
+            #   no last hash (the writer takes the row itself and chains again);
+            # - with p_strict (the caller held the row already, so nothing can differ) it is
+            #   an error.
+            # The rows come as JSON (parsed once, in C) but for data, meta and the header
+            # pieces: bytes, exactly as the hash covers them, whatever the database's encoding.
             """
             CREATE FUNCTION flightlog_append(
                 p_after_seq BIGINT, p_after_hash TEXT, p_streams JSON, p_starts JSON, p_rows JSON,
-                p_data BYTEA[], p_meta BYTEA[], p_recorded_at BIGINT, p_channel TEXT, p_strict BOOLEAN
+                p_data BYTEA[], p_meta BYTEA[], p_recorded_at BIGINT, p_channel TEXT, p_strict BOOLEAN,
+                p_requests JSON, p_mid BYTEA[], p_tail BYTEA[]
             )
-            RETURNS TABLE (head_seq BIGINT, head_hash TEXT, head_us BIGINT, versions BIGINT[])
+            RETURNS TABLE (head_seq BIGINT, head_hash TEXT, head_us BIGINT, versions BIGINT[], last_hash TEXT)
             LANGUAGE plpgsql AS $$
             DECLARE
                 h RECORD;
@@ -156,31 +164,95 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
                     ORDER BY s.n
                 );
                 written BIGINT;
+                sep CONSTANT BYTEA := decode('1e', 'hex');
+                req RECORD;
+                held BIGINT[];  -- each stream's version as the group goes
+                rows_n INTEGER := coalesce(cardinality(p_data), 0);
+                seqs BIGINT[] := array_fill(0::BIGINT, ARRAY[rows_n]);
+                vers BIGINT[] := array_fill(0::BIGINT, ARRAY[rows_n]);
+                prevs TEXT[] := array_fill(''::TEXT, ARRAY[rows_n]);
+                hashes TEXT[] := array_fill(''::TEXT, ARRAY[rows_n]);
+                seq BIGINT;
+                prev TEXT;
+                now_us BIGINT;
+                v BIGINT;
+                holds BOOLEAN;
+                i INTEGER := 0;
             BEGIN
                 h := flightlog_writer_head(p_streams);
-                IF h.head_seq <> p_after_seq OR h.head_hash <> p_after_hash
-                   OR h.head_us > p_recorded_at OR h.versions <> starts THEN
-                    IF p_strict THEN
-                        RAISE EXCEPTION 'the head moved from seq % while the writer row was held',
-                            p_after_seq;
+                IF h.head_seq = p_after_seq AND h.head_hash = p_after_hash
+                   AND h.head_us <= p_recorded_at AND h.versions = starts THEN
+                    INSERT INTO events (
+                        seq, stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash
+                    )
+                    SELECT p_after_seq + r.n, r.stream, r.version, r.type, r.schema, p_data[r.n::INTEGER],
+                        p_meta[r.n::INTEGER], r.event_id, p_recorded_at,
+                        coalesce(lag(r.hash) OVER (ORDER BY r.n), p_after_hash), r.hash
+                    FROM ROWS FROM (
+                        json_to_recordset(p_rows) AS (
+                            stream TEXT, version BIGINT, type TEXT, schema INTEGER, event_id TEXT, hash TEXT
+                        )
+                    ) WITH ORDINALITY AS r(stream, version, type, schema, event_id, hash, n);
+                    GET DIAGNOSTICS written = ROW_COUNT;
+                    IF written > 0 THEN
+                        PERFORM pg_notify(p_channel, (p_after_seq + written)::text);
                     END IF;
-                    RETURN QUERY SELECT h.head_seq, h.head_hash, h.head_us, h.versions;
                     RETURN;
                 END IF;
+                IF p_strict THEN
+                    RAISE EXCEPTION 'the head moved from seq % while the writer row was held', p_after_seq;
+                END IF;
+                IF p_requests IS NULL THEN
+                    RETURN QUERY SELECT h.head_seq, h.head_hash, h.head_us, h.versions, NULL::TEXT;
+                    RETURN;
+                END IF;
+                held := h.versions;
+                seq := h.head_seq;
+                prev := h.head_hash;
+                now_us := greatest(p_recorded_at, h.head_us);
+                FOR req IN
+                    SELECT (x.v ->> 0)::INTEGER AS stream, x.v ->> 1 AS expect, (x.v ->> 2)::INTEGER AS events
+                    FROM json_array_elements(p_requests) WITH ORDINALITY AS x(v, n) ORDER BY x.n
+                LOOP
+                    v := held[req.stream];
+                    holds := CASE req.expect
+                        WHEN 'any' THEN true
+                        WHEN 'no_stream' THEN v = 0
+                        WHEN 'exists' THEN v > 0
+                        ELSE v = req.expect::BIGINT
+                    END;
+                    IF NOT holds THEN  -- refused here: the writer settles it under the row
+                        RETURN QUERY SELECT h.head_seq, h.head_hash, h.head_us, h.versions, NULL::TEXT;
+                        RETURN;
+                    END IF;
+                    FOR k IN 1 .. req.events LOOP
+                        i := i + 1;
+                        seq := seq + 1;
+                        v := v + 1;
+                        seqs[i] := seq;
+                        vers[i] := v;
+                        prevs[i] := prev;
+                        prev := encode(sha256(
+                            convert_to(prev || '[' || seq, 'UTF8') || p_mid[i] || convert_to(v::TEXT, 'UTF8')
+                            || p_tail[i] || convert_to(now_us || ']', 'UTF8') || sep || p_data[i] || sep
+                            || p_meta[i]
+                        ), 'hex');
+                        hashes[i] := prev;
+                    END LOOP;
+                    held[req.stream] := v;
+                END LOOP;
                 INSERT INTO events
                     (seq, stream, version, type, schema, data, meta, event_id, recorded_at, prev_hash, hash)
-                SELECT p_after_seq + r.n, r.stream, r.version, r.type, r.schema, p_data[r.n::INTEGER],
-                    p_meta[r.n::INTEGER],
-                    r.event_id, p_recorded_at, coalesce(lag(r.hash) OVER (ORDER BY r.n), p_after_hash),
-                    r.hash
+                SELECT seqs[r.n::INTEGER], r.stream, vers[r.n::INTEGER], r.type, r.schema,
+                    p_data[r.n::INTEGER], p_meta[r.n::INTEGER], r.event_id, now_us, prevs[r.n::INTEGER],
+                    hashes[r.n::INTEGER]
                 FROM ROWS FROM (
-                    json_to_recordset(p_rows)
-                        AS (stream TEXT, version BIGINT, type TEXT, schema INTEGER, event_id TEXT, hash TEXT)
-                ) WITH ORDINALITY AS r(stream, version, type, schema, event_id, hash, n);
-                GET DIAGNOSTICS written = ROW_COUNT;
-                IF written > 0 THEN
-                    PERFORM pg_notify(p_channel, (p_after_seq + written)::text);
+                    json_to_recordset(p_rows) AS (stream TEXT, type TEXT, schema INTEGER, event_id TEXT)
+                ) WITH ORDINALITY AS r(stream, type, schema, event_id, n);
+                IF i > 0 THEN
+                    PERFORM pg_notify(p_channel, seq::text);
                 END IF;
+                RETURN QUERY SELECT h.head_seq, h.head_hash, now_us, h.versions, prev;
             END
             $$
             """,

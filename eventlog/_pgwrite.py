@@ -12,12 +12,17 @@ so they need the head before the group is written. A group goes in one of three 
 
 - `write_fast`: chained onto the head this writer committed last, with the stream versions
   it knows, then one statement, `flightlog_append`, locks the row, checks that head and
-  every stream's version, and inserts — or, when anything moved, writes nothing and answers
-  what it found. One round trip; the row is held only inside the server.
-- `write_group`: when the head moved under this writer (another server writes too), or a
-  version is not known: one statement locks the row and reads the head and every stream's
-  version (`flightlog_writer_head`), the group is chained onto them and goes in with one
-  statement, and COMMIT; pipelined, two round trips, the row held across one.
+  every stream's version, and inserts. One round trip; the row is held only inside the
+  server. When the head moved (another server writes too), the statement chains the group
+  again itself, under the row, from the pieces of each record's canonical header the writer
+  sends along while other writers are about — so a second server does not queue behind a
+  round trip — and the writer checks the last hash against its own chaining. A log with an
+  HMAC key sends no such pieces: its key never leaves the process.
+- `write_group`: when the head moved and the statement could not chain the group again (an
+  HMAC key, an expectation that fails there), or a version is not known: one statement
+  locks the row and reads the head and every stream's version (`flightlog_writer_head`),
+  the group is chained onto them and goes in with one statement, and COMMIT; pipelined, two
+  round trips, the row held across one.
 - `write_each`: request by request, settling every case (an event id already stored: a
   retry), the way the log wrote before the functions existed.
 
@@ -52,7 +57,7 @@ _WRITER_HEAD = "SELECT * FROM flightlog_writer_head(%s::json)"
 # element, in Python, at several times the CPU), data and meta as binary bytea arrays (%b).
 _APPEND = (
     "SELECT * FROM flightlog_append(%s::bigint, %s::text, %s::json, %s::json, %s::json, "
-    "%b::bytea[], %b::bytea[], %s::bigint, %s::text, %s::boolean)"
+    "%b::bytea[], %b::bytea[], %s::bigint, %s::text, %s::boolean, %s::json, %b::bytea[], %b::bytea[])"
 )
 _STREAM_VERSION = "SELECT MAX(version) FROM events WHERE stream = %s"
 _INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
@@ -67,6 +72,17 @@ class Found(NamedTuple):
     versions: list[int]
 
 
+class Answer(NamedTuple):
+    """What `flightlog_append` answers when the group was not written as chained: the head and
+    stream versions found, and the last hash when it chained the group again and wrote it."""
+
+    seq: int
+    hash: str
+    recorded_us: int
+    versions: list[int]
+    last_hash: str | None
+
+
 class WriterHeads:
     """The head this writer committed last and the stream versions it knows, to chain the next
     group onto.
@@ -78,17 +94,32 @@ class WriterHeads:
     """
 
     LIMIT = 2_048  # streams remembered at most (each stream name is kept)
+    # Groups in a row that find the head this writer's own before another writer is taken to
+    # have stopped: two servers writing at once often leave each other a gap of a group or two.
+    CALM = 16
 
-    def __init__(self) -> None:
+    def __init__(self, *, rechain: bool) -> None:
         self.head: tuple[int, str, int] | None = None  # seq, hash, recorded_us
         self.versions: dict[str, int] = {}  # least recently written first
-        # Another writer committed since this one last did: the next group locks the row
-        # first rather than chain onto a head it would most likely find moved.
+        # Whether the server may chain a group again (no HMAC key: see write_fast).
+        self.rechain = rechain
+        # Another writer committed lately, so the next group will most likely find the head
+        # moved: it carries what the server needs to chain it again, or, where the server may
+        # not, locks the row first.
         self.contended = False
+        self._calm = 0
+
+    def saw(self, *, moved: bool) -> None:
+        """Note whether the head had moved from the one this writer committed last."""
+        if moved:
+            self.contended, self._calm = True, 0
+        elif self.contended:
+            self._calm += 1
+            self.contended = self._calm < self.CALM
 
     def found(self, streams: list[str], found: Found) -> None:
         """Note what a statement found under the writer row."""
-        self.contended = self.head is not None and self.head[:2] != (found.seq, found.hash)
+        self.saw(moved=self.head is not None and self.head[:2] != (found.seq, found.hash))
         self.note(dict(zip(streams, found.versions, strict=True)))
 
     def wrote(self, plan: Plan) -> None:
@@ -108,7 +139,7 @@ class WriterHeads:
     def forget(self) -> None:
         self.head = None
         self.versions.clear()
-        self.contended = False
+        self.contended, self._calm = False, 0
 
 
 Refuse = Callable[[AppendRequest, int, list[Row]], None]
@@ -124,6 +155,7 @@ class Plan:
     versions: dict[str, int] = field(default_factory=dict)  # ... and after it
     chained: list[tuple[AppendRequest, list[Row]]] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
+    requests: list[AppendRequest] = field(default_factory=list)  # those the plan writes, in order
 
     @classmethod
     def chain(
@@ -153,6 +185,7 @@ class Plan:
                     return None
                 refuse(req, version, plan.rows)
                 continue
+            plan.requests.append(req)
             if not req.events:
                 req.result = []
                 continue
@@ -169,13 +202,15 @@ class Plan:
         last = self.rows[-1] if self.rows else None
         return (last[0], last[10], self.now_us) if last else self.after
 
-    def params(self, channel: str, *, strict: bool) -> tuple[object, ...]:
-        """The arguments of `flightlog_append` for this plan (`strict`: the row is held already)."""
+    def params(self, channel: str, *, strict: bool, rechain: bool = False) -> tuple[object, ...]:
+        """The arguments of `flightlog_append` for this plan (`strict`: the row is held already;
+        `rechain`: with what the server needs to chain the group again)."""
         rows = self.rows
         fields = [
             {"stream": r[1], "version": r[2], "type": r[3], "schema": r[4], "event_id": r[7], "hash": r[10]}
             for r in rows
         ]
+        again = self._header_pieces() if rechain else (None, None, None)
         return (
             self.after[0],
             self.after[1],
@@ -187,7 +222,27 @@ class Plan:
             self.now_us,
             channel,
             strict,
+            *again,
         )
+
+    def _header_pieces(self) -> tuple[str, list[bytes], list[bytes]]:
+        """Each request's stream (by its place in `starts`), expectation and event count, and
+        each record's canonical header but its seq, version and time: `[seq` + mid + `version`
+        + tail + `time]` is `orjson.dumps([seq, stream, version, type, schema, event_id, time])`
+        (see _chain.canonical_bytes)."""
+        place = {stream: n for n, stream in enumerate(self.starts, 1)}
+        requests, mids, tails = [], [], []
+        dumps = orjson.dumps
+        for req in self.requests:
+            expect = req.expect.value if isinstance(req.expect, Expect) else req.expect
+            requests.append((place[req.stream], expect, len(req.events)))
+            mid = b"," + dumps(req.stream) + b","
+            for ev in req.events:
+                mids.append(mid)
+                tails.append(
+                    b"," + dumps(ev.type) + b"," + b"%d" % ev.schema + b"," + dumps(ev.event_id) + b","
+                )
+        return _json(requests), mids, tails
 
     def settle(self) -> None:
         for req, rows in self.chained:
@@ -203,30 +258,52 @@ class Outcome(enum.Enum):
 
 
 def write_fast(
-    conn: Conn, batch: list[AppendRequest], clock: Clock, hasher: Hasher, heads: WriterHeads, channel: str
+    conn: Conn,
+    batch: list[AppendRequest],
+    clock: Clock,
+    hasher: Hasher,
+    heads: WriterHeads,
+    channel: str,
+    url: str,
 ) -> Outcome:
     """Write `batch` with one statement on an autocommit connection, or nothing.
 
     The rows are chained onto the head and stream versions `heads` holds; a stream it does not
     hold is taken to be at the version its append expects exactly (0 for NO_STREAM). When the
-    head moved or a version differs, the statement writes nothing and answers what it found.
+    head moved or a version differs, the statement chains the group again onto what it found
+    (if `heads` says so: see WriterHeads), or writes nothing and answers what it found.
     """
-    if heads.head is None or heads.contended:
+    if heads.head is None or (heads.contended and not heads.rechain):
         return Outcome.NOT_WRITTEN
     plan = Plan.chain(
         batch, heads.head, functools.partial(_assumed, heads.versions), to_micros(clock.now()), hasher, None
     )
     if plan is None:
         return Outcome.NOT_WRITTEN
+    params = plan.params(channel, strict=False, rechain=heads.contended)
     try:
-        found = conn.execute(_APPEND, plan.params(channel, strict=False), prepare=True).fetchone()
+        found = conn.execute(_APPEND, params, prepare=True).fetchone()
     except psycopg.errors.UniqueViolation:
         return Outcome.TAKEN
-    if found is not None:
-        heads.found(list(plan.starts), Found(*found))
+    if found is None:  # written as chained: the head was this writer's
+        heads.saw(moved=False)
+        heads.wrote(plan)
+        plan.settle()
+        return Outcome.WRITTEN
+    answer = Answer(*found)
+    streams = list(plan.starts)
+    if answer.last_hash is None:
+        heads.found(streams, Found(answer.seq, answer.hash, answer.recorded_us, answer.versions))
         return Outcome.NOT_WRITTEN
-    heads.wrote(plan)
-    plan.settle()
+    # Written, chained again by the server: the same chaining here must end on its last hash.
+    truth = dict(zip(streams, answer.versions, strict=True))
+    after = (answer.seq, answer.hash, answer.recorded_us)
+    again = Plan.chain(batch, after, lambda req: truth[req.stream], answer.recorded_us, hasher, None)
+    if again is None or again.end[1] != answer.last_hash:
+        raise StorageError(url, f"the records after seq {answer.seq} were chained differently by the server")
+    heads.saw(moved=True)
+    heads.wrote(again)
+    again.settle()
     return Outcome.WRITTEN
 
 

@@ -101,7 +101,7 @@ class PostgresLog(SQLReads, EventLog):
         self.url = self._connector.safe_url
         self.readonly = readonly
         self._write_lock = threading.Lock()
-        self._heads = WriterHeads()  # guarded by _write_lock
+        self._heads = WriterHeads(rechain=not self.keyed)  # guarded by _write_lock
         self._listener_lock = threading.Lock()
         self._listener: Listener | None = None
         self._run_index = True  # a read-only open of a log not yet migrated reads without it
@@ -223,7 +223,7 @@ class PostgresLog(SQLReads, EventLog):
     def _write_once(self, conn: Conn, batch: list[AppendRequest]) -> None:
         """Write the group in one statement if the head this writer holds is still the head;
         else under the writer row; and request by request if an event id is stored already."""
-        outcome = write_fast(conn, batch, self.clock, self._hasher, self._heads, self._channel)
+        outcome = write_fast(conn, batch, self.clock, self._hasher, self._heads, self._channel, self.url)
         if outcome is Outcome.WRITTEN:
             return
         if outcome is Outcome.NOT_WRITTEN:

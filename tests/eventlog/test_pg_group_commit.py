@@ -1,7 +1,8 @@
-"""PostgreSQL group commit: a group in one round trip when the head is the writer's own, in
-two holding the writer row when another writer moved it, and the contract kept either way
-(expected versions refused exactly as before, retries answered with the stored records, the
-chain whole) across writers, old and new."""
+"""PostgreSQL group commit: a group in one round trip when the head is the writer's own, and
+when another writer moved it (the server chains the group again; a log with an HMAC key takes
+the writer row for two round trips instead), and the contract kept either way (expected
+versions refused exactly as before, retries answered with the stored records, the chain whole)
+across writers, old and new."""
 
 from __future__ import annotations
 
@@ -66,25 +67,52 @@ def test_a_group_after_one_of_this_writer_is_one_round_trip(open_pg):  # noqa: F
     assert log.verify().ok
 
 
-def test_when_another_writer_moved_the_head_the_group_holds_the_row_for_two_round_trips(open_pg):  # noqa: F811
+def test_when_another_writer_moved_the_head_the_server_chains_the_group_again(open_pg):  # noqa: F811
     a, b = open_pg(), open_pg()
     a.append("run-a", [NewEvent("Started")], expect=NO_STREAM)
     [theirs] = b.append("run-b", [NewEvent("Started")], expect=NO_STREAM)
     with traced(a) as moved:
         [mine] = a.append("run-a", [NewEvent("Noted")], expect=1)
-    # One statement, refused (the head moved: nothing written), then the row and the head in
-    # one round trip and the rows with the COMMIT in another.
+    # One statement, refused (the head moved, and a writer that saw no other writes no pieces
+    # to chain again with: nothing written), then the row and the head in one round trip and
+    # the rows with the COMMIT in another.
     assert moved.round_trips() == 3
+    assert (mine.seq, mine.prev_hash, mine.version) == (3, theirs.hash, 2)
+    b.append("run-b", [NewEvent("Noted")], expect=1)
+    a.append("run-a", [NewEvent("Noted")], expect=2)  # (its first such call prepares it)
+    [theirs] = b.append("run-b", [NewEvent("Noted")], expect=2)
+    with traced(a) as contended:  # another writer is at work: the server chains it again
+        [again] = a.append("run-a", [NewEvent("Noted", {"ünï": 'x"y\\z\x01'})], expect=3)
+    assert contended.round_trips() == 1
+    assert (again.seq, again.prev_hash, again.version) == (7, theirs.hash, 4)
+    with traced(a) as own:  # the head is its own again: written as chained
+        a.append("run-a", [NewEvent("Noted")], expect=4)
+        a.append("run-a", [NewEvent("Noted")], expect=5)
+    assert own.round_trips() == 2
+    assert [r.seq for r in a.read_all()] == list(range(1, 10))
+    assert a.read_all(after_seq=6).__next__() == again
+    assert a.verify().ok
+
+
+def test_a_keyed_writer_takes_the_row_when_another_writer_moved_the_head(open_pg):  # noqa: F811
+    key = b"k" * 32
+    a, b = open_pg(hmac_key=key), open_pg(hmac_key=key)
+    a.append("run-a", [NewEvent("Started")], expect=NO_STREAM)
+    [theirs] = b.append("run-b", [NewEvent("Started")], expect=NO_STREAM)
+    with traced(a) as moved:
+        [mine] = a.append("run-a", [NewEvent("Noted")], expect=1)
+    assert moved.round_trips() == 3  # refused, then the row held across one round trip
     assert (mine.seq, mine.prev_hash, mine.version) == (3, theirs.hash, 2)
     b.append("run-b", [NewEvent("Noted")], expect=1)
     with traced(a) as contended:  # another writer is at work: straight to the row
         a.append("run-a", [NewEvent("Noted")], expect=2)
     assert contended.round_trips() == 2
-    with traced(a) as own:  # the head was its own again: back to one statement
-        a.append("run-a", [NewEvent("Noted")], expect=3)
-        a.append("run-a", [NewEvent("Noted")], expect=4)
-    assert own.round_trips() == 2 + 1
-    assert [r.seq for r in a.read_all()] == list(range(1, 8))
+    calm = a._heads.CALM  # type: ignore[attr-defined]
+    with traced(a) as own:  # the head its own again, group after group: back to one statement
+        for version in range(3, 3 + calm + 1):
+            a.append("run-a", [NewEvent("Noted")], expect=version)
+    assert own.round_trips() == 2 * calm + 1
+    assert [r.seq for r in a.read_all()] == list(range(1, 6 + calm + 1))
     assert a.verify().ok
 
 
@@ -184,3 +212,37 @@ def test_a_keyed_chain_is_hashed_in_the_process_and_its_key_never_sent(open_pg):
     assert key.hex() not in trace.text
     assert log.verify().ok
     assert not open_pg().verify().ok  # unkeyed, the same rows do not verify
+
+
+NASTY = ['q"uote', "back\\slash", "ctl\x01\x1f\x7f", "ünïcødé", "emoji 🛫", "/solidus/", "tab\tnew\nline", ""]
+
+
+def test_the_server_chains_any_names_as_the_process_does(open_pg):  # noqa: F811 - fixtures
+    """The server builds each record's canonical header from the process's own JSON of its
+    stream, type and event id; whatever characters they hold, the chain verifies."""
+    a, b = open_pg(), open_pg()
+    a.append("run-a", [NewEvent("Started")], expect=NO_STREAM)
+    appends = [  # new streams, known to be: NO_STREAM
+        (
+            f"run-{text}",
+            [NewEvent(f"Noted {text}", {"t": text}, {"by": text}, f"id {text} {n}", schema=n + 1)],
+        )
+        for n, text in enumerate(NASTY)
+    ]
+    for group in (appends[:4], appends[4:]):
+        b.append("run-b", [NewEvent("Noted")])  # the head moves under a
+        a._heads.contended = True  # type: ignore[attr-defined]  # a knows another writer is about
+        with traced(a) as trace:
+            written = a.append_many([(stream, events, NO_STREAM) for stream, events in group])
+        assert trace.round_trips() in (1, 2)  # (2: the first such call prepares it)
+        assert "COMMIT" not in trace.text  # no transaction of its own: the server chained it again
+        for (stream, [event]), [record] in zip(group, written, strict=True):  # type: ignore[misc]
+            assert (record.stream, record.type, record.event_id, record.schema) == (
+                stream,
+                event.type,
+                event.event_id,
+                event.schema,
+            )
+    stored = {r.seq: r for r in a.read_all()}
+    assert [stored[rs[0].seq] for rs in written] == [rs[0] for rs in written]  # type: ignore[index]
+    assert a.verify().ok
