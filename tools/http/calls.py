@@ -58,6 +58,7 @@ def refusals(missing: tuple[int, str | None] = (404, "run not found")) -> Iterat
     try:
         yield
     except _REFUSALS as e:
+        e.__traceback__ = None  # (as in `answer`: no cycle through the frames that raised it)
         raise refusal(e, missing) from None
 
 
@@ -116,6 +117,9 @@ async def answer(start: Callable[[Callable[[], object]], Answerable]) -> Any:
     try:
         return run_call.result()
     except _REFUSALS as e:
+        # The call keeps its error, whose traceback holds the frame that holds the call: a cycle
+        # only the collector would free, and with it the request's body (a megabyte, refused).
+        e.__traceback__ = None
         raise refusal(e) from None
 
 

@@ -300,15 +300,17 @@ def _sole_member(raw: bytes, key: str, value: Any) -> str | None:
     at = raw.find(name)
     if at < 0 or raw.find(name, at + 1) >= 0:
         return None
-    delimited = type(value) in _DELIMITED
-    compact = orjson.dumps(value) if delimited else b""
-    # The commonest case first: `"key":<compact value>`, no space around the colon.
-    if delimited and raw.startswith(b":" + compact, at + len(name)):
-        return compact.decode("utf-8")
     colon = _skip_ws(raw, at + len(name))
     if raw[colon : colon + 1] != b":":
         return None
     start = _skip_ws(raw, colon + 1)
+    if type(value) is str:
+        # Without a backslash a string holds no quote: its text ends at the next one. (Found so,
+        # a payload of a megabyte is not written out again to be compared.)
+        end = raw.find(b'"', start + 1) if raw[start : start + 1] == b'"' else -1
+        return raw[start : end + 1].decode("utf-8") if end > start else None
+    delimited = type(value) in _DELIMITED
+    compact = orjson.dumps(value) if delimited else b""
     if delimited and raw.startswith(compact, start):
         return compact.decode("utf-8")
     return raw[start : _skip_value(raw, start)].decode("utf-8")
