@@ -9,8 +9,13 @@ says by the operator who asked for it. The agent, started on the new run and res
 its own checkpoint, files that request id again and hears the fork's decision at once (one
 request id names one request of a run forever); everything after it happens live.
 
-Copied permission events carry no approval id: the origin's approvals stay the origin's,
-and nothing the fork's token does reaches them.
+Each copied permission request gets the fork's own approval, in the state it was in at the
+fork point: one that was waiting waits again, for an operator; one that was decided carries
+that outcome, cast as `<who decided> (recorded)` on behalf of the operator forking (a run's
+request has one approval, and the fork's agent must find it: otherwise its own answer to a
+copied request would decide it as an unknown tool's, and an operator-gated or rejected request
+could come back allowed). The copied events name those approvals, never the origin's: the
+origin's approvals stay the origin's, and nothing the fork's token does reaches them.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from projections import ApprovalRow
 
 from .._errors import ForkError
 from .broker import Broker
+from .permissions import permission_approval_id
 from .run_decider import RecordFork
 
 # The origin's records that a fork copies: its history as its agent made it. Registration,
@@ -33,6 +39,8 @@ from .run_decider import RecordFork
 COPIED = frozenset(
     {"RunReported", "RunReplied", "RunFinished", "RunInfoUpdated", "PermissionRequested", "PermissionDecided"}
 )
+_PERMISSION_EVENTS = frozenset({"PermissionRequested", "PermissionDecided"})
+_DECISION = {"allow": "approve", "deny": "reject"}  # a copied answer's behaviour, as a decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +110,7 @@ def fork_broker_run(
     )
     broker.approvals.resolve(fork_approval, decision, decided_by, identity=identity, reason=_why(opening))
     broker.approval_decided(fork_approval)  # the new run hears it now, not when the follower gets there
+    _file_copied(broker, new_id, records, copies, identity, f"as in run {run_id} before the fork")
     return BrokerFork(
         new_id, run_id, opening.at_seq, len(copies), written[0].seq, d["request_id"], fork_approval, token
     )  # fmt: skip
@@ -132,9 +141,48 @@ def _copies(records: list[Record], before_seq: int, new_id: str) -> list[Event]:
             continue
         event = dataclasses.replace(decode(r), run_id=new_id)  # type: ignore[type-var]
         if isinstance(event, PermissionRequested | PermissionDecided):
-            event = dataclasses.replace(event, approval_id="")
+            event = dataclasses.replace(event, approval_id=permission_approval_id(new_id, event.request_id))
         out.append(event)
     return out
+
+
+def _file_copied(
+    broker: Broker, new_id: str, records: list[Record], copies: list[Event], identity: str, why: str
+) -> None:
+    """File in the fork's gate the approval of each copied permission request (the copies name
+    it already), with the origin's content and risk, and conclude it as it had ended before the
+    fork point: the origin's outcome, cast as `<who> (recorded)` on behalf of `identity`."""
+    origin: dict[str, str] = {}  # request id -> the origin's approval of it
+    for r in records:
+        if r.type in _PERMISSION_EVENTS and r.data["approval_id"]:
+            origin.setdefault(r.data["request_id"], r.data["approval_id"])
+    asked: dict[str, PermissionRequested] = {}
+    told: dict[str, PermissionDecided] = {}
+    for event in copies:
+        if isinstance(event, PermissionRequested):
+            asked.setdefault(event.request_id, event)
+        elif isinstance(event, PermissionDecided):
+            told[event.request_id] = event
+    concluded = []
+    for request_id in dict.fromkeys([*asked, *told]):
+        request, answer = asked.get(request_id), told.get(request_id)
+        was = broker.views.approval(origin[request_id]) if request_id in origin else None
+        content = (request.tool_name, request.description, request.input_preview) if request else ("", "", "")
+        approval_id = broker.permission_request(
+            new_id, request_id, *content, file=False, risk=was.risk if was is not None else ""
+        )
+        if answer is not None:  # else it was waiting at the fork point: it waits again, for an operator
+            told_as = _DECISION.get(answer.behavior, "reject")
+            status = was.status if was is not None and was.terminal else told_as
+            who = f"{(was.actor if was is not None else '') or answer.actor or status} (recorded)"
+            concluded.append((approval_id, status, who))
+    # Newest first: each decision's follower finds the fork's run already told of it (the copies
+    # say so), and a run remembers its latest answers, not all of them.
+    for approval_id, status, who in reversed(concluded):
+        if status in ("approve", "reject"):
+            broker.approvals.resolve(approval_id, status, who, identity=f"{identity} replaying", reason=why)
+        else:  # expired or withdrawn there: no one decided it
+            broker.approvals.withdraw(approval_id, who, f"{why} ({status} there)")
 
 
 def _why(opening: RunForked) -> str:

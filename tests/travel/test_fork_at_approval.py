@@ -178,7 +178,7 @@ def test_a_broker_fork_is_a_new_run_whose_request_is_decided_already(system):
     assert any(t.startswith(opened) for t in texts)
 
 
-def test_a_broker_forks_copies_name_none_of_the_origins_approvals(system):
+def test_a_broker_forks_copies_name_its_own_approvals_never_the_origins(system):
     broker = system.broker
     broker.create_run("lg-2")
     earlier = broker.permission_request("lg-2", "read-1", "read_file", "Read", "{}")
@@ -190,15 +190,22 @@ def test_a_broker_forks_copies_name_none_of_the_origins_approvals(system):
     f = fork(system, "lg-2", later)
 
     copied = [r for r in system.log.read(f.stream) if r.type.startswith("Permission")][:2]
+    own = copied[0].data["approval_id"]
+    assert own not in ("", earlier)
     assert [(r.type, r.data["request_id"], r.data["approval_id"]) for r in copied] == [
-        ("PermissionRequested", "read-1", ""),
-        ("PermissionDecided", "read-1", ""),
+        ("PermissionRequested", "read-1", own),
+        ("PermissionDecided", "read-1", own),
     ]
-    # Its answer to the copied request reaches only an approval of its own, never the origin's.
-    broker.permission_decision(f.run_id, "read-1", "allow")
-    row = system.views.approval(earlier)
+    # The fork's approval of the copied request ended as the origin's did, cast as recorded.
+    row = system.views.approval(own)
     assert row is not None
-    assert not row.refused
+    assert (row.run_id, row.status, row.actor, row.risk) == (f.run_id, "approve", "bob (recorded)", "low")
+    # Its answer to the copied request reaches only that approval of its own, never the origin's.
+    broker.permission_decision(f.run_id, "read-1", "deny")
+    origin_row = system.views.approval(earlier)
+    assert origin_row is not None
+    assert not origin_row.refused
+    assert system.gates.status(f.run_id, "read-1").decision == "approve"  # the recorded outcome stands
 
 
 def test_a_fork_recorded_before_forks_changed_decisions_reads_as_one_that_changed_none(system):
