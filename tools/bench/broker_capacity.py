@@ -7,8 +7,9 @@ on the server (CPU from `/proc`, every thread) and counted by the client:
 
 - **idle**: nothing but the polls, all on empty queues: the server's CPU per answered poll is
   the empty long poll's cost (every one of them waited its whole timeout).
-- **loaded**: the same polls while `reporters` more runs post `/report` as fast as their
-  answers come back, and an operator pushes a message to one poller after another
+- **loaded**: the same polls while `REPORTERS` more runs post `/report` at the most a run may
+  write by default (`REPORT_RATE` a second each, as soon as answered if the server is slower
+  than that), and an operator pushes a message to one poller after another
   (`/push-control`, one in flight at a time), timing push → the poll's answer holding it. The
   CPU per report is the window's CPU less what its polls cost at the idle rate.
 
@@ -36,13 +37,16 @@ import click
 import orjson
 from rich.table import Table
 
+from actors import Quotas
+
 from . import log_workloads as w
 from .approvals import percentile
 from .broker_client import WAIT, ServerProcess
 from .soak_polls import POLL_TIMEOUT, register_runs, room_for, server_stats
 
 SLACK = 0.5  # seconds an empty poll may be answered after the server's poll timeout
-REPORTERS = 16  # runs reporting as fast as they are answered, in the loaded window
+REPORTERS = 16  # runs reporting in the loaded window, each ...
+REPORT_RATE = Quotas().events_per_second  # ... at most this often a second: a run's default write rate
 PUSH_EVERY = 0.02  # seconds between the end of one push and the next
 CONNECT_BATCH = 256  # connections opened at once (the server's accept backlog is larger)
 POLLS_TARGET = 0.99  # share of polls on time, at least
@@ -69,6 +73,7 @@ class Wire(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buffer = b""
         self.request = b""  # what this connection sends again and again
+        self.due = 0.0  # when it sends that next (the loop's time), for a paced sender
         self.sent = 0.0
         self.closing = False
 
@@ -174,6 +179,13 @@ class Agents:
             self.counts.errors.append(f"/report answered {status}: {body[:200]!r}")
         self.counts.reports += 1
         if self.reporting:
+            # The next report at the run's pace, or at once if this answer came later than that.
+            loop = asyncio.get_running_loop()
+            wire.due = max(loop.time(), wire.due + 1 / REPORT_RATE)
+            loop.call_at(wire.due, self._report_again, wire)
+
+    def _report_again(self, wire: Wire) -> None:
+        if self.reporting:
             wire.send()
 
     async def start_polls(self) -> None:
@@ -188,8 +200,10 @@ class Agents:
         """Reports from every reporter and pushes one after another, for `seconds`."""
         wires = await self.connect(len(self.reports), self._reported)
         self.reporting = True
+        now = asyncio.get_running_loop().time()
         for wire, request in zip(wires, self.reports, strict=True):
             wire.request = request
+            wire.due = now
             wire.send()
         try:
             await self._push(seconds)
@@ -292,7 +306,8 @@ def _level(server: ServerProcess, operator_token: str, agents: int, seconds: flo
 
 def _figures(agents: int, idle: Window, loaded: Window, rss: tuple[float, float, float]) -> dict[str, Any]:
     poll_us = idle.server_cpu * 1e6 / max(idle.counts.polls, 1)
-    report_cpu = loaded.server_cpu - poll_us * 1e-6 * loaded.counts.polls
+    # (Never below nothing: a server starved of CPU answers fewer polls loaded than idle.)
+    report_cpu = max(0.0, loaded.server_cpu - poll_us * 1e-6 * loaded.counts.polls)
     polls = idle.counts.polls + loaded.counts.polls
     on_time = idle.counts.on_time + loaded.counts.on_time
     deliveries = loaded.counts.deliveries
@@ -405,7 +420,7 @@ ROWS = (
     ("polls_per_s", "long polls answered per second, idle", "{:,.0f}"),
     ("empty_poll_cpu_us", "server CPU per empty long poll (µs)", "{:,.1f}"),
     ("polls_on_time", f"share of polls answered within {POLL_TIMEOUT:g} + {SLACK:g} s", "{:.4f}"),
-    ("reports_per_s", f"durable reports/s from {REPORTERS} runs beside the polls", "{:,.0f}"),
+    ("reports_per_s", f"durable reports/s from {REPORTERS} runs (at most {REPORT_RATE:g}/s each)", "{:,.0f}"),
     ("report_cpu_us", "server CPU per durable report beside the polls (µs)", "{:,.1f}"),
     ("push_p50_ms", "push → poll answer p50 (ms)", "{:,.2f}"),
     ("push_p99_ms", "push → poll answer p99 (ms)", "{:,.2f}"),
