@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
-import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple, cast
@@ -50,6 +49,7 @@ from ._errors import IdempotencyConflict, StorageError
 from ._pgconn import Conn
 from ._record import GENESIS_HASH, Expect, Record, expectation_holds
 from ._sqlreads import COLUMNS
+from ._versions import remember
 
 TAKE_HEAD = "SELECT id FROM events_writer WHERE id = 1 FOR UPDATE"
 _WRITER_HEAD = "SELECT * FROM flightlog_writer_head(%s::json)"
@@ -128,13 +128,7 @@ class WriterHeads:
         self.note(plan.versions)
 
     def note(self, versions: dict[str, int]) -> None:
-        known = self.versions
-        for stream, version in versions.items():
-            known.pop(stream, None)
-            known[stream] = version
-        if len(known) > self.LIMIT:
-            for stream in list(itertools.islice(known, len(known) - self.LIMIT // 2)):
-                del known[stream]
+        remember(self.versions, versions, self.LIMIT)
 
     def forget(self) -> None:
         self.head = None

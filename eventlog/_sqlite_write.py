@@ -26,6 +26,7 @@ from ._sqlite_row import (
     logical_rows,
     stored_rows,
 )
+from ._versions import remember
 
 _HEAD = "SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1"
 
@@ -58,16 +59,10 @@ class KnownVersions:
 
     def note(self, versions: dict[str, int]) -> None:
         """Remember `versions` as the streams written last."""
-        known = self.versions
-        for stream, version in versions.items():
-            known.pop(stream, None)
-            known[stream] = version
-        if len(known) > self.LIMIT:
-            self._trim()
+        remember(self.versions, versions, self.LIMIT)
 
     def _trim(self) -> None:
-        for stream in list(itertools.islice(self.versions, len(self.versions) - self.LIMIT // 2)):
-            del self.versions[stream]
+        remember(self.versions, {}, self.LIMIT)
 
     def written(self, head_seq: int, head_hash: str, head_us: int) -> None:
         self._written = (head_seq, head_hash, head_us)

@@ -40,7 +40,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import click
-import orjson
 from rich.table import Table
 
 from .._output import console, emit_json, require_extra, targets_table, temp_dir_option, with_status
@@ -50,7 +49,7 @@ from .approvals import percentile
 from .broker_capacity import capacity, capacity_figures, capacity_options, capacity_table, capacity_targets
 from .broker_client import Agent, Connection, ServerProcess
 from .broker_latency import asks, delivery
-from .broker_load import post_all
+from .broker_load import post_all, report_bodies, report_counts
 from .soak_polls import long_polls, register_runs, server_stats
 
 NO_QUOTA = ("--events-per-second", "0")  # serve's options for a benchmark server
@@ -142,31 +141,19 @@ def report_round(
     without, the server is the ceiling, which keeps nothing.
     """
     share = max(1, total // len(team))
-    bodies = [
-        orjson.dumps(
-            {"run_id": a.run_id, "token": a.token, "state": "working", "payload": {"tool": "shell", "n": k}}
-        )
-        for k, a in enumerate(team)
-    ]
-    before = _report_counts(operator) if operator is not None else {}
+    bodies = report_bodies(team)
+    before = report_counts(operator) if operator is not None else {}
     cpu = server.cpu_seconds()
     acked, elapsed = post_all(server.port, "/report", bodies, share, seconds)
     cpu = server.cpu_seconds() - cpu
     done = sum(acked)
     if operator is not None:
         # Each acknowledgement came after a commit: the log must hold every one of them.
-        after = _report_counts(operator)
+        after = report_counts(operator)
         recorded = sum(after.get(a.run_id, 0) - before.get(a.run_id, 0) for a in team)
         if recorded != done:
             raise click.ClickException(f"{done} reports acknowledged but {recorded} recorded")
     return Round(done / max(elapsed, 1e-9), cpu * 1e6 / max(done, 1))
-
-
-def _report_counts(operator: Connection) -> dict[str, int]:
-    status, body = operator.request("GET", "/api/v1/runs")
-    if status != 200:
-        raise click.ClickException(f"/api/v1/runs answered {status}")
-    return {r["run_id"]: int(r.get("report_count", 0)) for r in orjson.loads(body)["runs"]}
 
 
 # -- the run -----------------------------------------------------------------------------------

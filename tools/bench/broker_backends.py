@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
-import orjson
 
 from . import log_workloads as w
 from .broker_client import Agent, Connection, ServerProcess
-from .broker_load import post_all
+from .broker_load import post_all, report_bodies, report_counts
 
 PG_VS_SQLITE_TARGET = 0.7  # reports/s on one PostgreSQL server over SQLite's, at least
 TWO_SERVERS_TARGET = 1.6  # reports/s on two PostgreSQL servers over one's, at least
@@ -80,18 +79,13 @@ def fleet_round(fleet: Fleet, total: int, seconds: float) -> Round:
     acknowledged report must then be in the log, as each server reads its own runs."""
     agents = [(n, a) for n, team in enumerate(fleet.teams) for a in team]
     share = max(1, total // len(agents))
-    bodies = [
-        orjson.dumps(
-            {"run_id": a.run_id, "token": a.token, "state": "working", "payload": {"tool": "shell", "n": k}}
-        )
-        for k, (_, a) in enumerate(agents)
-    ]
+    bodies = report_bodies([a for _, a in agents])
     ports = [fleet.servers[n].port for n, _ in agents]
-    before = [_counts(op) for op in fleet.operators]
+    before = [report_counts(op) for op in fleet.operators]
     cpu = sum(s.cpu_seconds() for s in fleet.servers)
     acked, elapsed = post_all(ports[0], "/report", bodies, share, seconds, ports=ports)
     cpu = sum(s.cpu_seconds() for s in fleet.servers) - cpu
-    after = [_counts(op) for op in fleet.operators]
+    after = [report_counts(op) for op in fleet.operators]
     recorded = sum(
         after[n].get(a.run_id, 0) - before[n].get(a.run_id, 0)
         for n, team in enumerate(fleet.teams)
@@ -101,13 +95,6 @@ def fleet_round(fleet: Fleet, total: int, seconds: float) -> Round:
     if recorded != done:
         raise click.ClickException(f"{done} reports acknowledged but {recorded} recorded")
     return Round(done / max(elapsed, 1e-9), cpu * 1e6 / max(done, 1))
-
-
-def _counts(operator: Connection) -> dict[str, int]:
-    status, body = operator.request("GET", "/api/v1/runs")
-    if status != 200:
-        raise click.ClickException(f"/api/v1/runs answered {status}")
-    return {r["run_id"]: int(r.get("report_count", 0)) for r in orjson.loads(body)["runs"]}
 
 
 def figures(sqlite: list[float], one: list[Round], two: list[Round]) -> dict[str, Any]:

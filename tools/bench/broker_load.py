@@ -13,6 +13,9 @@ import time
 from dataclasses import dataclass
 
 import click
+import orjson
+
+from .broker_client import Agent, Connection
 
 WAIT = 30.0  # seconds a connection may take to answer at most
 
@@ -22,6 +25,24 @@ class Posted:
     """What one agent's connection got through: acknowledged reports."""
 
     acked: int = 0
+
+
+def report_bodies(agents: list[Agent]) -> list[bytes]:
+    """A `/report` body for each agent: its run, its token, a small payload."""
+    return [
+        orjson.dumps(
+            {"run_id": a.run_id, "token": a.token, "state": "working", "payload": {"tool": "shell", "n": k}}
+        )
+        for k, a in enumerate(agents)
+    ]
+
+
+def report_counts(operator: Connection) -> dict[str, int]:
+    """Each run's report count, as the server of `operator`'s connection reads its runs."""
+    status, body = operator.request("GET", "/api/v1/runs")
+    if status != 200:
+        raise click.ClickException(f"/api/v1/runs answered {status}")
+    return {r["run_id"]: int(r.get("report_count", 0)) for r in orjson.loads(body)["runs"]}
 
 
 def request_bytes(path: str, body: bytes) -> bytes:
