@@ -128,7 +128,6 @@ class SQLiteLog(SQLReads, EventLog):
             # Nor the data search, or where this SQLite has no FTS5: searches scan instead.
             table = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
             self._data_search = self._conn.execute(table, (DATA_SEARCH,)).fetchone() is not None
-            # A read-only open of a log written before 0006: its trigger keeps the index whole.
             self._search_upto = self._conn.execute(table, (DATA_SEARCH_UPTO,)).fetchone() is not None
         except sqlite3.Error as e:
             self._close_backend()
@@ -295,7 +294,7 @@ class SQLiteLog(SQLReads, EventLog):
         without FTS5), scans the data instead."""
         if not self._data_search or len(text) < SEARCH_MIN:
             return super().seqs_containing(text, limit)
-        upto = NO_UPPER_BOUND
+        upto = NO_UPPER_BOUND  # a log of 0005 read-only: its trigger keeps the index whole
         if self._search_upto:
             upto = int(self._query(SEARCH_UPTO_QUERY)[0][0]) if self.readonly else self._catch_up_search()
         indexed = self._query(DATA_SEARCH_QUERY, (search_phrase(text), upto, limit))
