@@ -35,7 +35,7 @@ from .console_reads import (
     voters,
 )
 from .integrity import Integrity
-from .paging import page_query
+from .paging import MAX_CURSOR, page_query, whole
 from .principals import Operator, OperatorAuth, client_address
 from .run_travel import (
     agent_events,
@@ -265,6 +265,8 @@ class ConsoleRoutes:
             limit = min(int(request.query_params.get("limit") or 100), MAX_EVENTS)
         except ValueError:
             raise WireError(400, "offset and limit must be whole numbers") from None
+        if offset > MAX_CURSOR:
+            raise WireError(400, "offset is past any run's events")
 
         def load() -> dict[str, Any] | None:
             if self.system.views.agent_run(run_id) is None:  # a broker run: read the page's versions only
@@ -286,11 +288,12 @@ class ConsoleRoutes:
 
     async def event(self, request: Request) -> Response:
         text = request.path_params["seq"]
-        if not text.isdigit():
-            raise WireError(400, "seq must be a whole number")
+        found = whole(text)
+        if found is None or found > MAX_CURSOR:
+            raise WireError(400, "seq must be a whole number, a seq of the log")
 
         def load() -> dict[str, Any] | None:
-            seq = int(text)
+            seq = found
             for r in self.system.log.read_all(after_seq=seq - 1, to_seq=seq):
                 return {**event_json(r), "run_id": event_run_id(self.system, r)}
             return None

@@ -38,6 +38,8 @@ def page_params(params: Any) -> tuple[int | None, int]:
 def step_seq(system: System, run_id: str, step: int) -> int | None:
     """The seq of a run's `step`-th record (1-based: a broker run's own stream's, a controller
     run's its controller stream's from its first), or None if it has none such."""
+    if step > 2**62:  # past any stream's version
+        return None
     row = system.views.agent_run(run_id)
     stream, version = f"run-{run_id}", step
     if row is not None:
