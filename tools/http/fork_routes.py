@@ -16,6 +16,7 @@ by itself: the answer carries its token, once.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +46,7 @@ _SECRET = {"Cache-Control": "no-store"}  # an answer that carries a run's token:
 
 MAX_REASON = 500
 MAX_FAILURES = 100
+logger = logging.getLogger("flightlog.forks")
 
 
 class ForkRoutes:
@@ -147,10 +149,12 @@ class ForkRoutes:
             try:
                 redrive(self.system, fork_run_id, actor=actor)
             except ActorsError as e:  # the fork's stream says what happened to its run; keep why here
-                with self._lock:
-                    self.failures[fork_run_id] = f"{type(e).__name__}: {e}"
-                    while len(self.failures) > MAX_FAILURES:
-                        del self.failures[next(iter(self.failures))]
+                self._failed(fork_run_id, e)
+            except Exception as e:  # noqa: BLE001 - the server stopped under it, or a bug: see below
+                # Its System closed (an actor or the log gone) while it ran, or a bug: one line on
+                # the server's log, never a thread's traceback.
+                self._failed(fork_run_id, e)
+                logger.warning("the re-drive of fork %s stopped: %s: %s", fork_run_id, type(e).__name__, e)
             finally:
                 with self._lock:
                     self.redriving.pop(fork_run_id, None)
@@ -159,6 +163,13 @@ class ForkRoutes:
         with self._lock:
             self.redriving[fork_run_id] = thread
         thread.start()
+
+    def _failed(self, fork_run_id: str, e: Exception) -> None:
+        """Keep why a re-drive stopped early (the latest MAX_FAILURES)."""
+        with self._lock:
+            self.failures[fork_run_id] = f"{type(e).__name__}: {e}"
+            while len(self.failures) > MAX_FAILURES:
+                del self.failures[next(iter(self.failures))]
 
     def wait(self, timeout: float) -> None:
         """Wait for the re-drives running now (tests, and a server that stops)."""
