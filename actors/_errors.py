@@ -20,7 +20,8 @@ ActorsError
 │   │   ├── AskNotFoundError                no pending ask with that id from that run (404; also LookupError)
 │   │   └── NotAskPartyError                the caller is not the ask's target, or not its sender (403)
 │   ├── ControlQueueFullError           the run's queue holds as many messages from runs as it may (HTTP 429)
-│   │   └── ControlQueueShareError          the sending run holds its share of that queue (HTTP 429)
+│   │   ├── ControlQueueShareError          the sending run holds its share of that queue (HTTP 429)
+│   │   └── ControlQueueBytesError          its messages from runs hold as many bytes as it may (HTTP 429)
 │   ├── OperatorOnlyError               a run tried what only an operator may do (HTTP 403)
 │   ├── PermissionConflictError         a request id re-filed with other content (HTTP 409)
 │   ├── PermissionNotFoundError         an answer to a request never filed (also LookupError; HTTP 404)
@@ -427,6 +428,20 @@ class ControlQueueShareError(ControlQueueFullError):
         self.run_id = run_id
         self.limit = share
         self.sender = sender
+
+
+class ControlQueueBytesError(ControlQueueFullError):
+    """Raised when a run's queue holds as many payload bytes of messages from runs as it may; nothing
+    was queued. It bounds what one run's undelivered messages hold in a server's memory."""
+
+    def __init__(self, run_id: str, max_bytes: int) -> None:
+        BrokerError.__init__(
+            self,
+            f"control queue of run {run_id} is full ({max_bytes} bytes of undelivered message payloads): "
+            f"wait until {run_id} takes them",
+        )
+        self.run_id = run_id
+        self.limit = max_bytes
 
 
 class QuotaExceededError(BrokerError):

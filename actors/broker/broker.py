@@ -361,7 +361,8 @@ class Broker:
 
     def queue_bound(self, message: ControlMessage) -> QueueControl:
         """The command queuing `message`, with the bounds of messages between runs."""
-        return QueueControl(message, self.queue_limit, self.quotas.share_of(self.queue_limit))
+        quotas = self.quotas
+        return QueueControl(message, self.queue_limit, quotas.share_of(self.queue_limit), quotas.queue_bytes)
 
     # -- control messages ------------------------------------------------------------------
 

@@ -29,7 +29,8 @@ class Quotas:
     `events_per_second` and `burst` are each run's token bucket over its writes;
     `open_permissions` and `open_asks` how many of a run's permission requests and asks may
     wait at once; `queue_share` how many undelivered messages one run may hold in another's
-    queue (0: a quarter of the queue's limit).
+    queue (0: a quarter of the queue's limit); `queue_bytes` the payload bytes of all the
+    undelivered messages from runs in one run's queue (what they hold in a server's memory).
     """
 
     payload_bytes: int = 64 * KIB
@@ -40,6 +41,7 @@ class Quotas:
     open_permissions: int = 64
     open_asks: int = 32
     queue_share: int = 0
+    queue_bytes: int = 4 * KIB * KIB
 
     def share_of(self, queue_limit: int) -> int:
         """A sender's share of a queue holding at most `queue_limit` messages from runs (0: none)."""

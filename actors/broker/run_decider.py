@@ -31,6 +31,7 @@ from projections import RECENT_PERMISSIONS
 
 from .._aggregate import Decision
 from .._errors import (
+    ControlQueueBytesError,
     ControlQueueFullError,
     ControlQueueShareError,
     RunAlreadyRegisteredError,
@@ -117,6 +118,7 @@ class QueueControl:
     message: ControlMessage
     limit: int  # messages between runs the queue may hold (0: no bound)
     share: int = 0  # of those, how many from one sending run (0: no bound)
+    max_bytes: int = 0  # their payloads' bytes in all, this one's included (0: no bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +223,7 @@ def decide(state: RunState, c: object, now: datetime) -> Decision:
         return Decision([RunInfoUpdated(rid, c.label, c.backend, c.model, c.dir, c.status, now)])
     if isinstance(c, QueueControl):
         m = c.message
-        if between_runs(m) and (c.limit or c.share):
+        if between_runs(m) and (c.limit or c.share or c.max_bytes):
             error = _over_bound(state.queue, rid, m.from_run_id, c)
             if error is not None:
                 return Decision(error=error)
@@ -264,16 +266,26 @@ def _over_bound(
     queue: tuple[ControlMessage, ...], rid: str, sender: str, c: QueueControl
 ) -> ControlQueueFullError | None:
     """Why the run's queue refuses one more message from `sender`, or None."""
-    total = mine = 0
+    total = mine = held = 0
     for queued in queue:
         if between_runs(queued):
             total += 1
             mine += queued.from_run_id == sender
+            held += _bytes(queued.payload) if c.max_bytes else 0
     if c.limit and total >= c.limit:
         return ControlQueueFullError(rid, c.limit)
     if c.share and mine >= c.share:
         return ControlQueueShareError(rid, sender, c.share)
+    if c.max_bytes and held + _bytes(c.message.payload) > c.max_bytes:
+        return ControlQueueBytesError(rid, c.max_bytes)
     return None
+
+
+def _bytes(payload: str | None) -> int:
+    """A payload's size in UTF-8 bytes (ASCII text, the usual case, without encoding it)."""
+    if not payload:
+        return 0
+    return len(payload) if payload.isascii() else len(payload.encode("utf-8", "surrogatepass"))
 
 
 def evolve(state: RunState, e: Event) -> RunState:

@@ -78,6 +78,37 @@ def test_a_send_flood_from_a_fresh_run_never_keeps_the_operator_out(serve):
     assert [m["type"] for m in polled[-3:]] == ["stop", "abort", "note"]
 
 
+def test_big_messages_between_runs_stop_at_the_queue_bytes_and_the_operator_still_gets_in(serve):
+    # Issue 28 (memory): a run's undelivered messages from other runs hold their payloads in the
+    # server; 1,000 of 64 KiB each were 62.5 MiB for one run. Their bytes in all are bounded too.
+    server = serve("--events-per-second", "0", "--max-queue-bytes", "200000")
+    victim = register(server, "victim")
+    senders = {name: register(server, name) for name in ("mallory", "eve")}
+    big = "x" * 60_000
+
+    def send_big(sender: str):
+        body = {"run_id": sender, "token": senders[sender], "from_run_id": sender, "to_run_id": "victim"}
+        return server.client.post("/send", json={**body, "type": "note", "payload": {"blob": big}})
+
+    assert [send_big("mallory").status_code for _ in range(3)] == [200, 200, 200]
+    refused = send_big("mallory")
+    assert refused.status_code == 429
+    assert refused.text == (
+        "control queue of run victim is full (200000 bytes of undelivered message payloads): "
+        "wait until victim takes them\n"
+    )
+    assert send_big("eve").status_code == 429  # the bound is the queue's, whoever sends
+    before = logged(server)
+    stop = server.client.post(
+        "/api/v1/runs/victim/control", json={"type": "stop", "payload": {"why": big}}, headers=OPERATOR
+    )
+    assert stop.status_code == 200, stop.text  # the operator's lane is never refused
+    assert logged(server) == before + 1
+    polled = server.client.post("/poll-control", json={"run_id": "victim", "token": victim}).json()
+    assert [m["type"] for m in polled] == ["note", "note", "note", "stop"]
+    assert send_big("eve").status_code == 200  # taken: room again
+
+
 def test_a_run_that_only_uses_gates_never_crowds_out_the_operator(serve):
     # Its answers (`permission_decision` notices) pile up while it never polls: they have the
     # operator's lane, so neither they nor the operator's control are refused by the bound.

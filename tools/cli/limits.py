@@ -69,6 +69,13 @@ _OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
         "Undelivered messages one run may hold in another run's queue (0: a quarter of --queue-limit); "
         "one more gets 429. Operator control is never refused.",
     ),
+    (
+        "--max-queue-bytes",
+        "queue_bytes",
+        click.IntRange(0),
+        "Payload bytes of the undelivered messages from runs one run's queue may hold (what they keep "
+        "in the server's memory); one more message gets 429. Operator control is never refused.",
+    ),
 )
 
 
