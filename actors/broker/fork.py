@@ -111,6 +111,9 @@ def fork_broker_run(
     broker.approvals.resolve(fork_approval, decision, decided_by, identity=identity, reason=_why(opening))
     broker.approval_decided(fork_approval)  # the new run hears it now, not when the follower gets there
     _file_copied(broker, new_id, records, copies, identity, f"as in run {run_id} before the fork")
+    # Read as decided from the token's first use: a decided approval reads as pending until the
+    # views have folded its decision.
+    broker.views.catch_up()
     return BrokerFork(
         new_id, run_id, opening.at_seq, len(copies), written[0].seq, d["request_id"], fork_approval, token
     )  # fmt: skip
