@@ -2,9 +2,7 @@
 
 A forged cursor or limit gets a 400 with a message, never a 500 and never an unbounded page:
 not a digit such as `²` that `str.isdigit()` admits and `int()` refuses, nor more digits than
-`int()` reads (4300), nor a number past SQLite's 64-bit integers. A test marked `xfail`
-(strict) names the values that still get a 500 (a traceback in the server's log) and the
-code that answers them, until that code checks them.
+`int()` reads (4300), nor a number past SQLite's 64-bit integers.
 """
 
 from __future__ import annotations
@@ -104,11 +102,6 @@ def test_a_travel_step_no_run_reaches_is_a_4xx(served):
     assert 400 <= response.status_code < 500, response.status_code
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tools/http/console_reads.py parse_query: a limit of '²' or 5000 digits raises ValueError, "
-    "not QueryError: 500 on /api/v1/console/runs",
-)
 def test_a_console_runs_limit_int_cannot_read_is_a_400(served):
     for value in UNREADABLE:
         response = served.get("/api/v1/console/runs", {"limit": value})

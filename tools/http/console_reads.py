@@ -50,8 +50,10 @@ def parse_query(params: Any) -> RunsQuery:
         text = params.get(name) or ""
         if not text:
             return default
-        if not text.isdigit():
-            raise QueryError(f"{name} must be a whole number")
+        # ASCII digits only ("²".isdigit() holds), and no more than a bound can use: int() of
+        # thousands of digits is refused by Python itself.
+        if not (text.isascii() and text.isdigit()) or len(text) > 18:
+            raise QueryError(f"{name} must be a whole number from 0 to {top}")
         return min(int(text), top)
 
     def moment(name: str) -> datetime | None:
