@@ -88,22 +88,32 @@ def served(parent: str | None, agents: int) -> Iterator[tuple[ServerProcess, lis
     with w.fresh_path(parent, "flightlog.db") as path:
         # No per-run write quota: the reports measure the log, not the limit (as bench soak).
         server = ServerProcess(path, operator_token, NO_QUOTA)
-        opened: list[Connection] = []
-        try:
-            operator = Connection(server.port, {"Authorization": f"Bearer {operator_token}"})
-            opened.append(operator)
-            team: list[Agent] = []
-            for i in range(agents):
-                conn = Connection(server.port)
-                opened.append(conn)
-                run_id = f"bench-agent-{i:02d}"
-                token = conn.call("/register", {"run_id": run_id})["token"]
-                team.append(Agent(run_id, token, conn))
+        with team_on(server, operator_token, agents) as (team, operator):
             yield server, team, operator
-        finally:
-            for conn in opened:
-                conn.close()
-            server.close()
+
+
+@contextlib.contextmanager
+def team_on(
+    server: ServerProcess, operator_token: str, agents: int
+) -> Iterator[tuple[list[Agent], Connection]]:
+    """`agents` runs registered on `server` with a connection each, and the operator's connection;
+    the server is closed at the end."""
+    opened: list[Connection] = []
+    try:
+        operator = Connection(server.port, {"Authorization": f"Bearer {operator_token}"})
+        opened.append(operator)
+        team: list[Agent] = []
+        for i in range(agents):
+            conn = Connection(server.port)
+            opened.append(conn)
+            run_id = f"bench-agent-{i:02d}"
+            token = conn.call("/register", {"run_id": run_id})["token"]
+            team.append(Agent(run_id, token, conn))
+        yield team, operator
+    finally:
+        for conn in opened:
+            conn.close()
+        server.close()
 
 
 @contextlib.contextmanager

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from .._output import console, emit_json, targets_table, temp_dir_option, with_status
 from . import log_workloads as w
-from .broker import report_round
+from .broker import NO_QUOTA, report_round, team_on
 from .broker_client import CLOCK_TICKS, Agent, Connection, ServerProcess
 
 SPEEDUP_TARGET = 1.6  # N workers' reports/s over one worker's, at least (per backend)
@@ -98,23 +98,9 @@ def _pg_url(base: str, name: str) -> str:
 @contextlib.contextmanager
 def _served(db: str, workers: int, agents: int) -> Iterator[tuple[ServerProcess, list[Agent], Connection]]:
     operator_token = secrets.token_hex(16)
-    server = WorkersProcess(db, operator_token, ("--workers", str(workers), "--events-per-second", "0"))
-    opened: list[Connection] = []
-    try:
-        operator = Connection(server.port, {"Authorization": f"Bearer {operator_token}"})
-        opened.append(operator)
-        team: list[Agent] = []
-        for i in range(agents):
-            conn = Connection(server.port)
-            opened.append(conn)
-            run_id = f"bench-agent-{i:02d}"
-            token = conn.call("/register", {"run_id": run_id})["token"]
-            team.append(Agent(run_id, token, conn))
+    server = WorkersProcess(db, operator_token, ("--workers", str(workers), *NO_QUOTA))
+    with team_on(server, operator_token, agents) as (team, operator):
         yield server, team, operator
-    finally:
-        for conn in opened:
-            conn.close()
-        server.close()
 
 
 def measure(
