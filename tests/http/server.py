@@ -37,7 +37,9 @@ class ServerProcess:
     The URL is read from the server's own "listening" line, so nothing waits by sleeping.
     `registration` is `--registration`: `open` by default, since most of these tests speak the
     seed's protocol, where an agent registers its run itself; `enrolled` is the server's own
-    default (tests/http/test_enrolled_server.py).
+    default (tests/http/test_enrolled_server.py). A refused request does not hold its connection
+    back (`--refusal-hold 0`), so that a test may go over a bound many times on one connection;
+    tests/http/test_refusal_hold.py passes its own.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class ServerProcess:
             "0",
             "--registration",
             registration,
+            *(() if "--refusal-hold" in args else ("--refusal-hold", "0")),
             *args,
         ]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)

@@ -18,7 +18,8 @@ import uvicorn
 
 from tools.http import listen, server_config
 from tools.http.protocol import ReadDeadlineProtocol
-from tools.http.waits import CONNECTION, GONE, TIMED_OUT, WOKEN, Wait, Wheel
+from tools.http.waits import GONE, TIMED_OUT, WOKEN, Wait, Wheel
+from tools.http.wire import CONNECTION
 
 from .conftest import AGENT_HEADERS
 

@@ -13,8 +13,11 @@ import click
 
 from actors import Quotas
 
+from ..http.wire import REFUSAL_HOLD
+
 F = TypeVar("F", bound=Callable[..., Any])
 _KEY = "flightlog.quotas"
+_HOLD_KEY = "flightlog.refusal_hold"
 _DEFAULT = Quotas()
 
 # (option, Quotas field, type, help): 0 turns a bound off.
@@ -80,7 +83,19 @@ _OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
 
 
 def quota_options(fn: F) -> F:
-    """Add the quota options to a command; their values land in `quotas_given()`."""
+    """Add the quota options to a command; their values land in `quotas_given()` (and the
+    refusal hold in `refusal_hold_given()`)."""
+    fn = click.option(
+        "--refusal-hold",
+        type=click.FloatRange(0),
+        default=REFUSAL_HOLD,
+        show_default=True,
+        expose_value=False,
+        callback=_keep_hold,
+        help="Seconds a connection is not read after an answer refusing a request (413, 429): a "
+        "client flooding with refused requests is slowed, other connections are not. 0: not held "
+        "(behind a proxy that carries many clients on one connection).",
+    )(fn)
     for flag, field, kind, help in reversed(_OPTIONS):
         fn = click.option(
             flag,
@@ -100,6 +115,16 @@ def _keep(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     assert param.name is not None
     given[param.name] = value
     return value
+
+
+def _keep_hold(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    ctx.meta[_HOLD_KEY] = value
+    return value
+
+
+def refusal_hold_given() -> float:
+    """The `--refusal-hold` the current command was given."""
+    return float(click.get_current_context().meta.get(_HOLD_KEY, REFUSAL_HOLD))
 
 
 def quotas_given() -> Quotas:

@@ -22,7 +22,7 @@ from eventlog import EventLog, EventLogError, open_log
 
 from .._output import UsageFailure, err_console, progress
 from ..feeds import running_feeds
-from .limits import quota_options, quotas_given
+from .limits import quota_options, quotas_given, refusal_hold_given
 from .log_files import check_log_files
 from .token_file import TOKEN_ENV as TOKEN_ENV  # re-exported: the commands that reach a server read it here
 from .token_file import announce, default_path, keep_new_token, read_token, token_problem
@@ -71,7 +71,7 @@ def _serve(
     sock: socket.socket,
     access_log: bool,
     log_level: str,
-    read_timeout: float,
+    timeouts: tuple[float, float],
     on_started: Callable[[], object],
 ) -> None:
     """Run uvicorn until it is told to stop; `on_started()` once it accepts connections."""
@@ -85,7 +85,10 @@ def _serve(
             if self.started and self.servers:
                 on_started()
 
-    config = server_config(app, sock, access_log=access_log, log_level=log_level, read_timeout=read_timeout)
+    read_timeout, hold = timeouts
+    config = server_config(
+        app, sock, access_log=access_log, log_level=log_level, read_timeout=read_timeout, refusal_hold=hold
+    )
     logging.getLogger("uvicorn.access").addFilter(_QueryFreeAccessLog())
     _log_storage_incidents()
     settle_heap()
@@ -421,7 +424,7 @@ def serve_cmd(
         # down: they land here, so the System below is always closed.
         stop.append(signum)
 
-    quotas = quotas_given()
+    quotas, timeouts = quotas_given(), (read_timeout, refusal_hold_given())
 
     def run(
         log: EventLog,
@@ -465,7 +468,7 @@ def serve_cmd(
                 notify=notify if feeds else (),
                 public_url=public_url,
             ):
-                _serve(app, sock, access_log, log_level, read_timeout, on_started)
+                _serve(app, sock, access_log, log_level, timeouts, on_started)
         finally:
             system.close()
 

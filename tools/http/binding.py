@@ -8,6 +8,8 @@ import gc
 import socket
 from typing import Any
 
+from .wire import REFUSAL_HOLD
+
 GRACEFUL_SHUTDOWN = 5.0  # seconds in-flight requests get on SIGINT/SIGTERM, as the seed's Stop
 
 
@@ -51,12 +53,19 @@ GC_THRESHOLDS = (50_000, 20, 100)
 
 
 def server_config(
-    app: Any, sock: socket.socket, *, access_log: bool, log_level: str, read_timeout: float = 10.0
+    app: Any,
+    sock: socket.socket,
+    *,
+    access_log: bool,
+    log_level: str,
+    read_timeout: float = 10.0,
+    refusal_hold: float = REFUSAL_HOLD,
 ) -> Any:
     """The uvicorn Config of `flightlog serve` for `app` on `sock` (also the bench's ceiling server);
     this process's garbage collector is set for serving (`GC_THRESHOLDS`).
 
-    `read_timeout` is each request's read deadline in seconds (`tools.http.protocol`, as serve's default).
+    `read_timeout` is each request's read deadline in seconds, `refusal_hold` how long a
+    connection is not read after a 413 or 429 (`tools.http.protocol`, as serve's defaults).
     """
     import uvicorn  # here, not at the top: every other command starts without the server stack
 
@@ -75,5 +84,5 @@ def server_config(
         lifespan="off",
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
         timeout_keep_alive=KEEP_ALIVE,
-        http=read_deadline_protocol(read_timeout),
+        http=read_deadline_protocol(read_timeout, refusal_hold),
     )

@@ -16,8 +16,15 @@ a late request is dropped after its deadline, and at most one sweep after it. Th
 wait between two requests (uvicorn's `timeout_keep_alive`, a timer of its own after every
 answer there) is such a deadline too: a connection idle that long is closed, without a 408.
 
-Each request's scope carries its connection (`waits.CONNECTION`): a request that waits (a long
+Each request's scope carries its connection (`wire.CONNECTION`): a request that waits (a long
 poll) asks it to tell when the connection is lost, rather than reading for the disconnect.
+
+A refused request (413 or 429, `refused()`) holds its connection's next request back for
+`refusal_hold` seconds: the connection is not read meanwhile. A client that floods the
+server with what it refuses (bodies over a bound, writes past its rate) is slowed to one
+refusal per hold on each connection, at no cost to the other connections; an honest client
+that is refused waits that little longer for its next answer. Behind a proxy that carries
+many clients on one connection, turn it off (`--refusal-hold 0`).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from .waits import CONNECTION
+from .wire import CONNECTION, REFUSAL_HOLD
 
 READ_TIMEOUT = 10.0  # seconds a client has to send one whole request
 SWEEP_SECONDS = 1.0  # how often a loop drops the connections past their deadline, at most
@@ -44,6 +51,7 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
     """HttpToolsProtocol that drops a connection whose request does not arrive within `read_timeout`."""
 
     read_timeout = READ_TIMEOUT
+    refusal_hold = REFUSAL_HOLD
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -54,6 +62,7 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         self._idle = False  # the armed deadline is the keep-alive wait's, not a request's
         self._lost = False
         self._watcher: Callable[[], object] | None = None  # told when the connection is lost
+        self._held = False  # the answer under way refuses: the next request waits `refusal_hold`
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -83,6 +92,10 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         if self._watcher == lost:
             self._watcher = None
 
+    def refused(self) -> None:
+        """The answer under way refuses its request (413, 429): hold the next one back (see the module)."""
+        self._held = self.refusal_hold > 0
+
     def data_received(self, data: bytes) -> None:
         if self._awaiting_request and (self._idle or not self._armed):
             self._arm()  # the first bytes of the next request on a kept-alive connection
@@ -107,6 +120,16 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         self._unset_keepalive_if_required()
+        if self._held:
+            self._held = False
+            self.flow.pause_reading()  # a pipelined request already read waits as well
+            self.loop.call_later(self.refusal_hold, self._next_request)
+            return
+        self._next_request()
+
+    def _next_request(self) -> None:
+        if self.transport.is_closing():
+            return
         self.flow.resume_reading()
         if self.pipeline:
             cycle, app = self.pipeline.pop()
@@ -178,8 +201,14 @@ class _Deadlines:
 _LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = weakref.WeakKeyDictionary()
 
 
-def read_deadline_protocol(read_timeout: float) -> type[ReadDeadlineProtocol]:
-    """The protocol class to hand uvicorn (`Config(http=...)`) for a read deadline of `read_timeout` s."""
+def read_deadline_protocol(
+    read_timeout: float, refusal_hold: float = REFUSAL_HOLD
+) -> type[ReadDeadlineProtocol]:
+    """The protocol class to hand uvicorn (`Config(http=...)`) for a read deadline of `read_timeout` s
+    and a connection held `refusal_hold` s after a refusal (0: not held)."""
     if read_timeout <= 0:
         raise ValueError("read_timeout must be positive")
-    return type("ReadDeadlineProtocol", (ReadDeadlineProtocol,), {"read_timeout": read_timeout})
+    if refusal_hold < 0:
+        raise ValueError("refusal_hold must not be negative")
+    attributes = {"read_timeout": read_timeout, "refusal_hold": refusal_hold}
+    return type("ReadDeadlineProtocol", (ReadDeadlineProtocol,), attributes)

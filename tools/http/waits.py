@@ -24,9 +24,9 @@ from typing import Any, Protocol
 from starlette.types import Receive, Scope
 
 from .calls import inbox_of
+from .wire import CONNECTION
 
 TICK = 0.025  # seconds: a deadline fires at most this late
-CONNECTION = "flightlog.connection"  # the scope key of the connection a request came on
 WOKEN, TIMED_OUT, GONE = "woken", "timed out", "gone"  # what ended a wait
 
 
@@ -39,6 +39,10 @@ class Connection(Protocol):
 
     def unwatch(self, lost: Callable[[], object]) -> None:
         """Stop calling `lost()`."""
+        ...
+
+    def refused(self) -> None:
+        """The answer under way refuses its request: hold the connection's next request back."""
         ...
 
 

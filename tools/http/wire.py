@@ -22,6 +22,9 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 MAX_BODY = 1 << 20  # 1 MiB, as the seed
+CONNECTION = "flightlog.connection"  # the scope key of the connection a request came on (`waits`)
+REFUSALS = frozenset({413, 429})  # answers that hold their connection's next request back
+REFUSAL_HOLD = 0.25  # seconds such a connection is not read (`tools.http.protocol`), by default
 # TRACE echoes a request back (cross-site tracing) and CONNECT opens a tunnel: no path takes them.
 NEVER_ALLOWED = frozenset({"TRACE", "CONNECT"})
 ANY_METHOD = frozenset({"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"})
@@ -60,12 +63,25 @@ def text_error(error: WireError) -> Response:
     if error.as_json:
         return json_error(error)
     headers = {"X-Content-Type-Options": "nosniff", **error.headers}
-    return Response(f"{error.message}\n", error.status, headers, media_type=_TEXT)
+    kind = Refusal if error.status in REFUSALS else Response
+    return kind(f"{error.message}\n", error.status, headers, media_type=_TEXT)
 
 
 def json_error(error: WireError) -> Response:
     """An operator-API error: `{"error": message}` plus whatever the error carries."""
-    return json_response({"error": error.message}, error.status, error.headers)
+    kind = Refusal if error.status in REFUSALS else Response
+    return kind(json_bytes({"error": error.message}), error.status, error.headers, media_type=_JSON)
+
+
+class Refusal(Response):
+    """An answer that refuses a request over a bound (413, 429): it holds its connection's next
+    request back (`tools.http.protocol`: a flood of refused requests slows down)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        connection = scope.get(CONNECTION)
+        if connection is not None:
+            connection.refused()
+        await super().__call__(scope, receive, send)
 
 
 def text_ok() -> Response:
