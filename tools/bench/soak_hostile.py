@@ -1,6 +1,8 @@
 """`bench soak`'s hostile mix: a few runs attack a server with default quotas while normal runs report.
 
-The attackers, each on its own connection and as fast as the server answers: 1 MiB reports
+The attackers, each on its own connection and as fast as the server answers, from a process of
+their own (as other clients would be: in this one, their threads would hold up the normal
+runs' for the interpreter's lock and count as the server's latency): 1 MiB reports
 (and 60 KiB ones past the write rate), /register with ~1 MiB of peer fields, a /send flood
 at a run that never polls, and an approval flood. Meanwhile the normal runs report as a
 quiet server saw them report, and the operator stops the flooded run again and again. The
@@ -10,6 +12,7 @@ operator's stop latency, the answers each attack got, and the server's RSS.
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 from collections import Counter
@@ -51,25 +54,30 @@ def hostile(
     quiet = _normal(server.port, quiet_runs, reports)
     rss_start, threads_start = server_stats(server.proc.pid)
     stop = threading.Event()
-    answers: dict[str, Counter[int]] = {name: Counter() for name in ATTACKS}
     stops: list[float] = []
     refused_stops: Counter[int] = Counter()
-    attackers = [
-        threading.Thread(target=_attack, args=(server.port, name, tokens, answers[name], stop), daemon=True)
-        for name in ATTACKS
-    ]
+    context = multiprocessing.get_context("spawn")
+    attacking, answered = context.Event(), context.Queue()
+    attackers = context.Process(
+        target=_attackers, args=(server.port, tokens, attacking, answered), daemon=True
+    )
     operator = threading.Thread(
         target=_operator, args=(server.port, operator_token, stops, refused_stops, stop), daemon=True
     )
     advance("hostile mix: attacks with normal traffic")
-    for thread in [*attackers, operator]:
-        thread.start()
+    attackers.start()
+    while not attacking.wait(0.1):  # until every attacker has its connection and sends
+        if not attackers.is_alive():
+            raise RuntimeError(f"the attackers' process exited ({attackers.exitcode}) before attacking")
+    operator.start()
     try:
         loud = _normal(server.port, loud_runs, reports)
     finally:
         stop.set()
-        for thread in [*attackers, operator]:
-            thread.join(60)
+        attacking.clear()
+        operator.join(60)
+        answers: dict[str, dict[str, int]] = answered.get(timeout=60) if attackers.is_alive() else {}
+        attackers.join(60)
     rss_end, threads_end = server_stats(server.proc.pid)
     quiet_p99, loud_p99 = percentile(quiet, 99), percentile(loud, 99)
     return {
@@ -80,7 +88,7 @@ def hostile(
         "stop_p99_ms": round(percentile(stops, 99) * 1000, 2) if stops else 0.0,
         "stops": len(stops),
         "stops_refused": sum(refused_stops.values()),
-        "answers": {name: {str(k): v for k, v in sorted(c.items())} for name, c in answers.items()},
+        "answers": answers,
         "rss_start_mib": round(rss_start, 2),
         "rss_end_mib": round(rss_end, 2),
         "threads_start": threads_start,
@@ -120,18 +128,33 @@ def _normal(port: int, runs: list[tuple[str, str]], reports: int) -> list[float]
     return latencies
 
 
-def _attack(
-    port: int, name: str, tokens: dict[str, str], answers: Counter[int], stop: threading.Event
-) -> None:
-    conn = Connection(port)
-    n = 0
-    try:
-        while not stop.is_set():
-            n += 1
-            status, _ = conn.post(*_request(name, n, tokens))
-            answers[status] += 1
-    finally:
+def _attackers(port: int, tokens: dict[str, str], attacking: Any, answered: Any) -> None:
+    """Every attack on its own thread and connection while `attacking` is set; the answers
+    each got, by status, put on `answered` (the attackers' own process)."""
+    answers: dict[str, Counter[int]] = {name: Counter() for name in ATTACKS}
+    connections = {name: Connection(port) for name in ATTACKS}
+    threads = [
+        threading.Thread(target=_attack, args=(connections[name], name, tokens, answers[name], attacking))
+        for name in ATTACKS
+    ]
+    attacking.set()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for conn in connections.values():
         conn.close()
+    answered.put({name: {str(k): v for k, v in sorted(c.items())} for name, c in answers.items()})
+
+
+def _attack(
+    conn: Connection, name: str, tokens: dict[str, str], answers: Counter[int], attacking: Any
+) -> None:
+    n = 0
+    while attacking.is_set():
+        n += 1
+        status, _ = conn.post(*_request(name, n, tokens))
+        answers[status] += 1
 
 
 def _request(name: str, n: int, tokens: dict[str, str]) -> tuple[str, bytes]:
