@@ -110,7 +110,9 @@ def fork_broker_run(
     )
     broker.approvals.resolve(fork_approval, decision, decided_by, identity=identity, reason=_why(opening))
     broker.approval_decided(fork_approval)  # the new run hears it now, not when the follower gets there
-    _file_copied(broker, new_id, records, copies, identity, f"as in run {run_id} before the fork")
+    _file_copied(
+        broker, new_id, records, copies, request.seq, identity, f"as in run {run_id} before the fork"
+    )
     # Read as decided from the token's first use: a decided approval reads as pending until the
     # views have folded its decision.
     broker.views.catch_up()
@@ -150,11 +152,19 @@ def _copies(records: list[Record], before_seq: int, new_id: str) -> list[Event]:
 
 
 def _file_copied(
-    broker: Broker, new_id: str, records: list[Record], copies: list[Event], identity: str, why: str
+    broker: Broker,
+    new_id: str,
+    records: list[Record],
+    copies: list[Event],
+    fork_seq: int,
+    identity: str,
+    why: str,
 ) -> None:
     """File in the fork's gate the approval of each copied permission request (the copies name
     it already), with the origin's content and risk, and conclude it as it had ended before the
-    fork point: the origin's outcome, cast as `<who> (recorded)` on behalf of `identity`."""
+    fork point (`fork_seq`): the origin's outcome, cast as `<who> (recorded)` on behalf of
+    `identity`. An approval decided before the fork point counts as decided there even when
+    the run heard of it after (its PermissionDecided is written by a follower, later)."""
     origin: dict[str, str] = {}  # request id -> the origin's approval of it
     for r in records:
         if r.type in _PERMISSION_EVENTS and r.data["approval_id"]:
@@ -174,7 +184,9 @@ def _file_copied(
         approval_id = broker.permission_request(
             new_id, request_id, *content, file=False, risk=was.risk if was is not None else ""
         )
-        if answer is not None:  # else it was waiting at the fork point: it waits again, for an operator
+        if answer is None and was is not None and was.terminal and 0 < was.decided_seq < fork_seq:
+            concluded.append((approval_id, was.status, f"{was.actor or was.status} (recorded)"))
+        elif answer is not None:  # else it was waiting at the fork point: it waits again, for an operator
             told_as = _DECISION.get(answer.behavior, "reject")
             status = was.status if was is not None and was.terminal else told_as
             who = f"{(was.actor if was is not None else '') or answer.actor or status} (recorded)"

@@ -3,8 +3,9 @@
 When it is caught with its backend idle in a transaction holding the writer row (a group
 re-chained after the other server's: most groups are one statement and never hold it across a
 round trip), the session settings the log sets itself end that transaction within a bound; either
-way the other server's writes go on, and when the frozen one resumes it finds its transaction gone and writes again: every
-acknowledged report is in the log once, and nothing that was not acknowledged is.
+way the other server's writes go on, and when the frozen one resumes it finds its transaction
+gone and writes again: every acknowledged report is in the log once, and nothing that was not
+acknowledged is.
 """
 
 from __future__ import annotations
