@@ -27,6 +27,7 @@ from .._errors import (
 from ..approvals import ApprovalQueue, needs_operator
 from .asks import AskOutcome
 from .conversation import DEFAULT_ASK_TIMEOUT, Conversations
+from .details import RunDetails
 from .hot import MAX_RUN_ID_LENGTH, HotPath, Pending
 from .known import KnownRuns
 from .listeners import RunListeners
@@ -61,7 +62,7 @@ from .run_decider import (
     RunState,
     TakeControl,
 )
-from .view import RunPage, fold_run_page, fold_run_view
+from .view import RunPage, fold_run_view
 from .writer import Reply as Answer
 from .writer import RunWriter, queued_message, state_after, taken_queue
 
@@ -134,6 +135,7 @@ class Broker:
         # the writer decides on them, and the follower tells an actor to refresh only about
         # records it has not seen. An entry is only ever behind the log, never ahead.
         self._known = KnownRuns()
+        self.details = RunDetails(log)  # runs' details a page at a time, from folds kept per run
         listeners = RunListeners()
         self.on_control, self.has_waiters, self._signal = (
             listeners.on_control,
@@ -296,7 +298,7 @@ class Broker:
         and permission requests recorded before seq `before` (see `RunPage`); None if absent."""
         if not _storable(run_id):
             return None
-        return fold_run_page(self.log.read(f"run-{run_id}"), limit, before)
+        return self.details.page(run_id, limit, before)
 
     def exists(self, run_id: str) -> bool:
         state = self._state(run_id)
