@@ -140,9 +140,10 @@ class CheckpointCache(Generic[P]):
         with contextlib.suppress(EventLogError):  # a cache that could not be written is only slower
             self.store.put_run_checkpoints(rows)
 
-    def records(self, stream: str, first: int, to: int | None = None) -> Iterator[Record]:
-        """The stream's records from version `first` (to `to`), read a bounded stretch at a time."""
-        step = self.every * 4
+    def records(self, stream: str, first: int, to: int | None = None, size: int = 0) -> Iterator[Record]:
+        """The stream's records from version `first` (to `to`), read a bounded stretch at a time:
+        the first one `size` records when the caller knows about how many it needs."""
+        step = size if size > 0 else self.every * 4
         while True:
             hi = first + step - 1 if to is None else min(to, first + step - 1)
             n = 0

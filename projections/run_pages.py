@@ -180,8 +180,12 @@ class RunPages:
         elif fold.base + lo >= first:
             entries = fold.entries[fold.base + lo - first : fold.base + hi - first]
         else:
-            found = self._fold(stream, run, last.seq, (fold.base + lo, fold.base + hi))
+            # The entries before those kept come from a second fold, up to them only (on to k
+            # while one it holds may still be decided); the rest are the ones kept.
+            upto = min(fold.base + hi, first)
+            found = self._fold(stream, run, last.seq, (fold.base + lo, upto))
             entries = found[0].entries if found is not None else []
+            entries += fold.entries[: max(0, fold.base + hi - first)]
         return RunPage(run_id, last.seq, last.version, fold.status, total, lo, tuple(entries))
 
     # -- folding --------------------------------------------------------------------------
@@ -194,15 +198,16 @@ class RunPages:
         With no window, entries are only counted; with (-1, -1), those made after the checkpoint
         it starts from are kept. With another, the fold starts at the last
         checkpoint whose made count is at or below the window's start, and it stops once the
-        window is full unless a permission in it may still be decided.
+        window is full unless a permission in it may still be decided (reading no further than
+        the checkpoint after k).
         """
         while True:
             with self.cache.lock:
-                i = _at_or_below(run.points, k)
+                below = i = _at_or_below(run.points, k)
                 if window is not None and window[0] >= 0:
                     i = _made_at_or_below(run.points, window[0], i)
                 point = run.points[i] if i >= 0 else None
-                following = run.points[i + 1] if i + 1 < len(run.points) else None
+                following = run.points[below + 1] if below + 1 < len(run.points) else None
                 trusted = point is None or point.version in run.trusted
             if window == (-1, -1):  # every entry made after the checkpoint the fold starts from
                 window = (point.made if point is not None else 0, 2**62)
@@ -213,7 +218,12 @@ class RunPages:
                 fold = BrokerFold.resume(point.status, point.made, point.base, dict(point.asks), window)
                 first = point.version
             to = following.version if following is not None and following.seq > k else None
-            records = self.cache.records(stream, first, to)
+            # A bounded window needs about a record per entry up to its end (most records make
+            # one): read that much at first, not a stretch of thousands it stops short of.
+            size = 0
+            if window is not None and window[1] < 2**62:
+                size = window[1] - (point.made if point is not None else 0) + 2
+            records = self.cache.records(stream, first, to, size)
             head: Record | None = None
             if point is not None:
                 head = next(records, None)

@@ -152,7 +152,8 @@ class RunDetails:
                 top = run.versions[i] - 1
         found: deque[Record] = deque()
         hi = top
-        step = limit + 16
+        # Up to a mark's distance of the first stretch may lie at or after the cursor.
+        step = limit + 16 + (self.every if before is not None else 0)
         while len(found) < limit and hi > registered:
             lo = max(registered + 1, hi - step + 1)
             chunk = [
@@ -165,8 +166,10 @@ class RunDetails:
                 found.appendleft(r)
                 if len(found) == limit:
                     break
+            # The next stretch: what is still wanted, at the share of paged records seen so far.
+            wanted = (limit - len(found)) * (hi - lo + 1) // max(len(chunk), 1)
+            step = min(max(wanted + 16, 16), 4096)
             hi = lo - 1
-            step = min(step * 2, 4096)
         if len(found) < limit:
             return list(found), False
         return list(found), self._older(stream, run, found[0].version)

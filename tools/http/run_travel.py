@@ -64,18 +64,13 @@ def broker_travel(
 ) -> dict[str, Any] | None:
     """The travel payload of a broker run (None if it has no record); ValueError for a bad cursor."""
     views = system.views
-    now = views.run_page(run_id, None, before if at is None else None, limit)
-    if now is None:
+    found = _pages(system, run_id, at, before, limit)
+    if found is None:
         return None
+    now, page, at = found
     stream = f"run-{run_id}"
     first = next(iter(system.log.read(stream, 1, 1)))
-    live = at is None or at >= now.seq
-    if live:
-        page, at = now, now.seq
-    else:
-        assert at is not None
-        found = views.run_page(run_id, at, before, limit)
-        page = found if found is not None else _empty(now.run_id, at)
+    live = page is now
     before_start = at < first.seq
     entries = [e.to_dict() for e in page.entries]
     approvals = []
@@ -117,8 +112,29 @@ def broker_travel(
         "before": page.before,
         "approvals": approvals,
         # An earlier page (`before`) adds entries to the page shown; what changed came with that page.
-        "since": _since(system, run_id, page, now.seq, limit) if not live and before is None else _nothing(),
+        "since": _since(system, run_id, page, now, limit) if not live and before is None else _nothing(),
     }
+
+
+def _pages(
+    system: System, run_id: str, at: int | None, before: int | None, limit: int
+) -> tuple[RunPage, RunPage, int] | None:
+    """The run now, the page shown (the same when live) and its seq; None if the run has no record.
+
+    Travelled, the run now is read for its head alone (its seq, steps and entries), a page of
+    one entry: the page shown is the one as of `at`.
+    """
+    views = system.views
+    now = views.run_page(run_id, None, before if at is None else None, limit if at is None else 1)
+    if now is None:
+        return None
+    if at is None:
+        return now, now, now.seq
+    if at >= now.seq:  # the head or past it: live, the newest page (a cursor names none here)
+        found = views.run_page(run_id, None, None, limit)
+        return (found, found, found.seq) if found is not None else None
+    page = views.run_page(run_id, at, before, limit)
+    return now, page if page is not None else _empty(now.run_id, at), at
 
 
 def agent_travel(
@@ -134,19 +150,14 @@ def agent_travel(
     before its session's next run started), as a broker run's are its own stream's."""
     views = system.views
     run_id = row.run_id
-    now = views.run_page(run_id, None, before if at is None else None, limit)
-    if now is None:
+    found = _pages(system, run_id, at, before, limit)
+    if found is None:
         return None
+    now, page, at = found
     first = _at_seq(system, row.first_seq)
     if first is None:
         return None
-    live = at is None or at >= now.seq
-    if live:
-        page, at = now, now.seq
-    else:
-        assert at is not None
-        found = views.run_page(run_id, at, before, limit)
-        page = found if found is not None else _empty(run_id, at)
+    live = page is now
     before_start = at < first.seq
     rows = run_approvals(system, row, None if live else at)
     approvals = [approval(a) for a in rows]
@@ -173,7 +184,7 @@ def agent_travel(
         "before": page.before,
         "approvals": approvals,
         # An earlier page (`before`) adds entries to the page shown; what changed came with that page.
-        "since": _since(system, run_id, page, now.seq, limit) if not live and before is None else _nothing(),
+        "since": _since(system, run_id, page, now, limit) if not live and before is None else _nothing(),
     }
 
 
@@ -252,11 +263,11 @@ def _forked_from(system: System, stream: str) -> dict[str, Any] | None:
     }
 
 
-def _since(system: System, run_id: str, then: RunPage, head: int, limit: int) -> dict[str, Any]:
-    """What changed between `then` (a page) and `head`: its window now, and the first entries added."""
+def _since(system: System, run_id: str, then: RunPage, now: RunPage, limit: int) -> dict[str, Any]:
+    """What changed between `then` (a page) and `now` (the run at its head): `then`'s window
+    now, and the first entries added."""
     views = system.views
-    now_total = views.run_page(run_id, head, None, 1)
-    total = now_total.total if now_total is not None else 0
+    head, total = now.seq, now.total
     end = min(then.end, total)  # a re-registration since starts a new timeline
     upto = min(total, then.total + limit) if total > then.total else end
     window: list[TimelineEntry] = []
