@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 
@@ -116,14 +116,7 @@ class CheckpointCache(Generic[P]):
 
     def sealed(self, stream: str, point: P) -> bool:
         """Whether a stored checkpoint carries this log's MAC (always, on an unkeyed log)."""
-        if not self.log.keyed:
-            return True
-        rows = self.store.run_checkpoints(stream) if self.store is not None else []
-        row = next((r for r in rows if r.version == point.version), None)
-        if row is None or row.data != point.data() or not row.mac:
-            return False
-        expected = self.log.seal(sealed_message(stream, row))
-        return expected is not None and hmac.compare_digest(expected, row.mac)
+        return Seals(self, stream).sealed(point)
 
     def keep(self, stream: str, known: Known[P], points: list[P]) -> None:
         """Trust `points` (made by this process's own fold) and store them, sealed."""
@@ -154,3 +147,28 @@ class CheckpointCache(Generic[P]):
                 return
             first = hi + 1
             step = min(step * 4, 4096)
+
+
+class Seals:
+    """The MACs of one stream's stored checkpoints, read once for as many checks as asked."""
+
+    def __init__(self, cache: CheckpointCache[Any], stream: str) -> None:
+        self.cache = cache
+        self.stream = stream
+        self._rows: dict[int, RunCheckpointRow] | None = None
+
+    def sealed(self, point: Point) -> bool:
+        """Whether the stored checkpoint at `point`'s version is `point`, with this log's MAC
+        (always, on an unkeyed log)."""
+        log, store = self.cache.log, self.cache.store
+        if not log.keyed:
+            return True
+        if self._rows is None:
+            self._rows = {
+                r.version: r for r in (store.run_checkpoints(self.stream) if store is not None else [])
+            }
+        row = self._rows.get(point.version)
+        if row is None or row.data != point.data() or not row.mac:
+            return False
+        expected = log.seal(sealed_message(self.stream, row))
+        return expected is not None and hmac.compare_digest(expected, row.mac)

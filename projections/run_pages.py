@@ -5,14 +5,20 @@ from there: the run's status, how many entries it had made and where its timelin
 and its open asks. A page of the timeline as of seq k is folded from the checkpoint nearest
 below it, so it costs the page and the distance from that checkpoint, not the run's length.
 
+A page showing a permission must show its decision as of k, however far after the page that
+came: each checkpoint also names the permission requests its stretch of versions records or
+decides, and the fold goes on to k only through the stretches that name one the page shows.
+
 Checkpoints are a cache next to the log (the snapshot store's `run_checkpoints`): made the
 first time a run is read that far, and verified against the chain before use (the record at
 a checkpoint's version must have its seq and hash; on a keyed log its MAC must seal it).
-One that fails is ignored and the fold starts further back.
+One that fails is ignored and the fold starts further back (or reads the stretch it sums up).
 """
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +27,7 @@ import orjson
 
 from eventlog import EventLog, Record, RunCheckpointRow, SnapshotStore, Unreadable, readable
 
-from ._checkpoint_cache import CheckpointCache, Known
+from ._checkpoint_cache import CheckpointCache, Known, Seals
 from .broker_timeline import BrokerFold
 from .timeline import TimelineEntry
 
@@ -33,7 +39,13 @@ RUNS_CACHED = 256  # runs whose checkpoints are held in memory (the rest are rea
 
 @dataclass(frozen=True, slots=True)
 class RunCheckpoint:
-    """The fold of a run's stream right after its record at `version` (log `seq`, chain `hash`)."""
+    """The fold of a run's stream right after its record at `version` (log `seq`, chain `hash`).
+
+    It also sums up the stretch of versions from `since` to it: the request ids its permission
+    records name (`touched`). A fold that only waits for a permission it shows to be decided
+    skips a stretch that names none of those it shows. A checkpoint stored before these were
+    kept has `touched` None: never skipped.
+    """
 
     version: int
     seq: int
@@ -42,21 +54,36 @@ class RunCheckpoint:
     made: int
     base: int
     asks: tuple[tuple[str, str], ...] = ()
+    since: int = 0
+    touched: tuple[str, ...] | None = None
 
     def data(self) -> bytes:
-        return orjson.dumps([self.status, self.made, self.base, self.asks])
+        held: list[Any] = [self.status, self.made, self.base, self.asks]
+        if self.touched is not None:
+            held += [self.since, self.touched]
+        return orjson.dumps(held)
 
     @classmethod
     def of(cls, row: RunCheckpointRow) -> RunCheckpoint | None:
         """The checkpoint a stored row holds, or None if the row is not one."""
         try:
-            status, made, base, asks = orjson.loads(row.data)
+            held = orjson.loads(row.data)
+            status, made, base, asks = held[:4]
             pairs = tuple((str(k), str(v)) for k, v in asks)
-        except (orjson.JSONDecodeError, TypeError, ValueError):
+            since, touched = held[4:] if len(held) > 4 else (0, None)
+        except (orjson.JSONDecodeError, TypeError, ValueError, KeyError):
             return None
         if not (isinstance(status, str) and isinstance(made, int) and isinstance(base, int)):
             return None
-        return cls(row.version, row.seq, row.hash, status, made, base, pairs)
+        if touched is not None and not (
+            isinstance(since, int)
+            and 0 < since <= row.version
+            and isinstance(touched, list)
+            and all(isinstance(t, str) for t in touched)
+        ):
+            return None
+        ids = tuple(touched) if touched is not None else None
+        return cls(row.version, row.seq, row.hash, status, made, base, pairs, since, ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +225,8 @@ class RunPages:
         With no window, entries are only counted; with (-1, -1), those made after the checkpoint
         it starts from are kept. With another, the fold starts at the last
         checkpoint whose made count is at or below the window's start, and it stops once the
-        window is full unless a permission in it may still be decided (reading no further than
-        the checkpoint after k).
+        window is full; if a permission in it may still be decided, it goes on to k through the
+        stretches that may decide one (`_settle`), reading no further than the checkpoint after k.
         """
         while True:
             with self.cache.lock:
@@ -254,29 +281,91 @@ class RunPages:
         """Fold `records` (after the checkpoint whose record is `last`) up to seq `k`."""
         fresh: list[RunCheckpoint] = []
         with self.cache.lock:
-            known = set(run.versions)
+            complete = {p.version for p in run.points if p.touched is not None}
         every = self.every
         folded = 0
-        checked = False  # whether the full window was looked at for entries that may still change
+        touched: set[str] = set()  # the request ids named since the last grid version
         for r in readable(records, self.unreadable):
             if r.seq > k:
                 break
             fold.apply(r)
             folded += 1
             last = r
-            if r.version % every == 0 and r.version not in known:
-                asks = tuple(sorted(fold.asks.items()))
-                fresh.append(RunCheckpoint(r.version, r.seq, r.hash, fold.status, fold.made, fold.base, asks))
-            if window is not None and not checked and fold.made >= window[1]:
-                if not _undecided(fold):
-                    break
-                checked = True  # a permission in the window may be decided later: fold on to `k`
+            if r.type == "PermissionRequested" or r.type == "PermissionDecided":
+                touched.add(r.data["request_id"])
+            if r.version % every == 0:
+                # The fold started on the grid (a checkpoint's version, or the stream's start),
+                # so it has seen the whole stretch up to here.
+                if r.version not in complete:
+                    asks = tuple(sorted(fold.asks.items()))
+                    ids = tuple(sorted(touched))
+                    since = r.version - every + 1
+                    point = RunCheckpoint(r.version, r.seq, r.hash, fold.status, fold.made, fold.base, asks)
+                    fresh.append(dataclasses.replace(point, since=since, touched=ids))
+                touched = set()
+            if window is not None and fold.made >= window[1]:
+                if _kept_permissions(fold):  # one may still be decided: on to k, where it may be
+                    self._settle(stream, run, fold, r, k)
+                break
         self.reads += folded
         if fresh:
             self.cache.keep(stream, run, fresh)
         return None if last is None else (fold, last)
 
+    def _settle(self, stream: str, run: Known[RunCheckpoint], fold: BrokerFold, last: Record, k: int) -> None:
+        """Fold on from `last` to seq `k` what may still change the entries `fold` keeps: a
+        decision on a permission among them (none starts the timeline again: the window it keeps
+        is in the timeline as of k). A stretch a checkpoint sums up as naming none of them is
+        skipped unread.
 
-def _undecided(fold: BrokerFold) -> bool:
-    """Whether an entry the fold keeps may still change: a permission a later record may decide."""
-    return any(pos >= 0 for pos in fold.permissions.values())
+        Past a skipped stretch the fold's counts fall behind: only its kept entries are used.
+        """
+        with self.cache.lock:
+            stretches = {p.since: p for p in run.points if p.touched is not None and p.seq <= k}
+        starts = sorted(stretches)
+        kept = _kept_permissions(fold)
+        v = last.version  # the last version folded or skipped
+        folded = 0
+        seals = Seals(self.cache, stream)
+        while kept:
+            i = bisect.bisect_left(starts, v + 1)
+            nxt = stretches[starts[i]] if i < len(starts) else None
+            if nxt is not None and nxt.since == v + 1:
+                if kept.isdisjoint(nxt.touched or ()) and self._trust(run, nxt, seals):
+                    v = nxt.version
+                    continue
+                hi: int | None = nxt.version
+            else:  # on to where the next sum starts (or to k)
+                hi = nxt.since - 1 if nxt is not None else None
+            for r in readable(self.cache.records(stream, v + 1, hi), self.unreadable):
+                if r.seq > k:
+                    hi = None
+                    break
+                fold.apply(r)
+                folded += 1
+            if hi is None:
+                break
+            v = hi
+            kept = _kept_permissions(fold)
+        self.reads += folded
+
+    def _trust(self, run: Known[RunCheckpoint], point: RunCheckpoint, seals: Seals) -> bool:
+        """Whether `point` may be relied on: made or checked here, or its record has its seq and
+        hash (and on a keyed log its MAC seals it); one that fails is dropped."""
+        with self.cache.lock:
+            if point.version in run.trusted:
+                return True
+        found = next(iter(self.log.read(seals.stream, point.version, point.version)), None)
+        self.reads += 1
+        ok = found is not None and found.seq == point.seq and found.hash == point.hash and seals.sealed(point)
+        with self.cache.lock:
+            if ok:
+                run.trusted.add(point.version)
+            else:
+                run.drop(point)
+        return ok
+
+
+def _kept_permissions(fold: BrokerFold) -> set[str]:
+    """The request ids of the permission entries the fold keeps: a later record may decide them."""
+    return {rid for rid, pos in fold.permissions.items() if pos >= 0}
