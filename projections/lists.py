@@ -148,17 +148,23 @@ class Lists:
     ) -> ListPage[tuple[RunRow, PeerInfo | None]]:
         """Registered runs in registration order after the one registered at seq `after`, each
         with what it says about itself (for `/sessions`)."""
-        limit = _limit(limit)
 
-        def read(states: dict[str, Any]) -> tuple[list[Any], bool, dict[str, PeerInfo]]:
-            rows, more = self.runs_index.page(
-                states["run_registry"], None if after is None else (after,), limit, _always
-            )
+        def read(states: dict[str, Any]) -> tuple[ListPage[RunRow], dict[str, PeerInfo]]:
+            page = self.runs_page(states, after, limit)
             peers = states["peers"]
-            return rows, more, {r.run_id: peers[r.run_id] for r in rows if r.run_id in peers}
+            return page, {r.run_id: peers[r.run_id] for r in page.rows if r.run_id in peers}
 
-        _, (rows, more, peers) = self.runner.read_states(read)
-        return ListPage(tuple((r, peers.get(r.run_id)) for r in rows), rows[-1].first_seq if more else None)
+        _, (page, peers) = self.runner.read_states(read)
+        return ListPage(tuple((r, peers.get(r.run_id)) for r in page.rows), page.next)
+
+    def runs_page(
+        self, states: dict[str, Any], after: int | None, limit: int = LIST_PAGE
+    ) -> ListPage[RunRow]:
+        """Registered runs in registration order after the one registered at seq `after`, from
+        the live `states` (call under the runner's lock: `ViewRunner.read_states`)."""
+        place = None if after is None else (after,)
+        rows, more = self.runs_index.page(states["run_registry"], place, _limit(limit), _always)
+        return ListPage(tuple(rows), rows[-1].first_seq if more else None)
 
     def pending(
         self, after: int | None = None, limit: int = LIST_PAGE, now: datetime | None = None

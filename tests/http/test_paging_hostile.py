@@ -55,6 +55,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 PAGED = [
     ("/sessions", True),
+    ("/api/v1/runs", False),
     ("/api/v1/approvals", False),
     ("/api/v1/approvals/history", False),
     ("/api/v1/console/overview", False),

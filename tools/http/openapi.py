@@ -152,11 +152,13 @@ def _operator_paths() -> dict[str, Schema]:
         {"approvals": {"type": "array", "items": _ref("ApprovalRow")}, "next": NEXT}, ("approvals", "next")
     )
     error = _ref("Error")
+    runs = _obj({"runs": {"type": "array", "items": _ref("RunSummary")}, "next": NEXT}, ("runs", "next"))
     paths: dict[str, Schema] = {
         "/api/v1/runs": {
             "get": op(
-                "Registered runs",
-                {"200": _json("Runs", _obj({"runs": {"type": "array", "items": _ref("RunSummary")}}))},
+                "Registered runs, a page at a time in registration order",
+                {"200": _json("Runs", runs), "400": _json("A malformed `after` or `limit`", error)},
+                parameters=page_parameters("runs registered"),
             )
         },
         "/api/v1/runs/{run_id}": {

@@ -35,8 +35,7 @@ from actors import (
 )
 from actors.operators import CONTROL, DECIDE, READ
 from eventlog import Head
-from projections import ApprovalRow, FinishStatus, RunRow, Views
-from projections.runs import registry_order
+from projections import LIST_PAGE, MAX_LIST_PAGE, ApprovalRow, FinishStatus, RunRow, Views
 
 from .calls import call
 from .console_reads import voters
@@ -99,7 +98,9 @@ class OperatorRoutes:
     # -- runs ----------------------------------------------------------------------------
 
     async def runs(self, request: Request) -> Response:
-        return json_response({"runs": await run_in_threadpool(live_summaries, self.system.views)})
+        after, limit = page_query(request.query_params)
+        runs, more = await run_in_threadpool(summaries_page, self.system.views, after, limit)
+        return json_response({"runs": runs, "next": more})
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -246,20 +247,35 @@ def _anchor(request: Request) -> Head | None:
     return Head(int(seq), digest)
 
 
-def live_summaries(views: Views) -> list[dict[str, Any]]:
-    """Every registered run's `run_summary`, from the live views: no stream is read.
+def summaries_page(
+    views: Views, after: int | None = None, limit: int = LIST_PAGE
+) -> tuple[list[dict[str, Any]], int | None]:
+    """The `run_summary` of registered runs in registration order after the cursor `after` (the
+    seq that registered the last run of the page before), from the live views: no stream is read;
+    and the cursor of the next page (None: this is the last).
 
-    The cost is that of the runs, not of the log. Both views are read under the runner's
-    (re-entrant) lock, so they stand at the same seq.
+    The cost is the page's, not the log's nor every run's (the registry's list index). Both views
+    are read under the runner's lock, so they stand at the same seq.
     """
-    runner = views.runner
 
-    def load(rows: dict[str, RunRow]) -> list[dict[str, Any]]:
-        finishes: dict[str, FinishStatus] = runner.read_state("finish_status", dict)
-        return [row_summary(row, finishes.get(row.run_id)) for row in registry_order(rows)]
+    def load(states: dict[str, Any]) -> tuple[list[dict[str, Any]], int | None]:
+        page = views.lists.runs_page(states, after, limit)
+        finishes: dict[str, FinishStatus] = states["finish_status"]
+        return [row_summary(row, finishes.get(row.run_id)) for row in page.rows], page.next
 
-    summaries: list[dict[str, Any]] = runner.read("run_registry", load)
-    return summaries
+    _, found = views.runner.read_states(load)
+    return found
+
+
+def live_summaries(views: Views) -> list[dict[str, Any]]:
+    """Every registered run's `run_summary`, a page at a time from the live views."""
+    out: list[dict[str, Any]] = []
+    after: int | None = None
+    while True:
+        page, after = summaries_page(views, after, MAX_LIST_PAGE)
+        out.extend(page)
+        if after is None:
+            return out
 
 
 def row_summary(row: RunRow, finish: FinishStatus | None) -> dict[str, Any]:
