@@ -112,14 +112,12 @@ def test_a_kept_fold_answers_as_a_whole_fold(opening, batches, limits, every):
                     before = page.next_before
 
 
-def _long_run(log, stream: str, reports: int, heartbeats_every: int = 0) -> None:
+def _long_run(log, stream: str, reports: int) -> None:
     run_id = stream.removeprefix("run-")
     log.append(stream, [RunRegistered(run_id, "0" * 64, T0, T0)], expect=ANY)
     batch: list[Event] = []
     for n in range(reports):
         batch.append(RunReported(run_id, "working", f'{{"note": "step {n}"}}', T0))
-        if heartbeats_every and n % heartbeats_every == 0:
-            batch.append(RunHeartbeat(run_id, T0))
         if len(batch) >= 500:
             log.append(stream, batch, expect=ANY)
             batch = []

@@ -141,8 +141,9 @@ def bench_console(
 ) -> None:
     """The console's runs page and search with 10,000 runs: p95 ms per request, server-side;
     then one run of 100,000 events (the run as of step k beside a plain fold and LangGraph's
-    SqliteSaver, its console page live and travelled) and the overview with 5,000 approvals;
-    then one controller run of as many events (as of step k, and its console page).
+    SqliteSaver, its console page live and travelled, its detail in the operator API) and the
+    overview with 5,000 approvals; then one controller run of as many events (as of step k, and
+    its console page).
 
     \b
     Example:
