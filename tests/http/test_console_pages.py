@@ -128,3 +128,15 @@ def test_a_run_travelled_to_before_its_start_names_its_first_seq(served):
     assert page["before_start"] is True
     assert page["first_seq"] == first
     assert page["entries"] == []
+
+
+def test_a_page_travelled_to_the_head_is_the_live_page(served):
+    # Travelled, the run now is read for its head alone: at the head itself the answer is the
+    # live page's, and before it the run's steps are still the live page's.
+    _, client = served
+    live = _travel(client, "?limit=50")
+    assert live["live"] is True
+    assert _travel(client, f"?limit=50&at={live['at']}") == live
+    then = _travel(client, "?limit=50&at=500")
+    assert (then["live"], then["steps"], then["at"]) == (False, live["steps"], 500)
+    assert then["since"]["added_total"] == live["total"] - then["total"]
