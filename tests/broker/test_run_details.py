@@ -1,5 +1,6 @@
 """A broker run's detail a page at a time: a fold kept per run answers what a whole fold answers,
-and once the run has been folded a page costs its records, not the run's length."""
+and once the run has been folded a page costs its records, not the run's length. (The tests
+taking `log` run on every backend.)"""
 
 from __future__ import annotations
 
@@ -68,12 +69,6 @@ def _event(kind: str, pick: int, n: int) -> Event:
     if kind == "delete":
         return RunDeleted(RUN, "deleted", at)
     return RunRegistered(RUN, "0" * 64, at if pick else None, at, "operator", "op", "cred")
-
-
-@pytest.fixture
-def log():
-    with open_log(":memory:", clock=ManualClock(T0)) as opened:
-        yield opened
 
 
 @settings(max_examples=120, deadline=None)
