@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import queue
 import re
@@ -9,13 +11,16 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 
 from actors import System
 from actors.operators import APPROVER
+from tools.http import listen, server_config
 
 from .conftest import bearer, operator_token
 
@@ -244,3 +249,33 @@ class Worker:
     def close(self) -> None:
         self.client.close()
         self.process.close()
+
+
+@contextlib.contextmanager
+def served_app(
+    app: Any, keep_alive: float | None = None, read_timeout: float = 10.0, *, access_log: bool = False
+) -> Iterator[int]:
+    """`app` served by uvicorn with flightlog's protocol on a thread; its port."""
+    sock = listen("127.0.0.1", 0)
+    thresholds = gc.get_threshold()
+    config = server_config(app, sock, access_log=access_log, log_level="warning", read_timeout=read_timeout)
+    gc.set_threshold(*thresholds)  # the server's collector settings stay the server's
+    if keep_alive is not None:
+        config.timeout_keep_alive = keep_alive
+    started = threading.Event()
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            started.set()
+
+    server = Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        assert started.wait(30)
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()

@@ -4,24 +4,21 @@ timed out early, and told at once when their client goes away."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
-import uvicorn
 
-from tools.http import listen, server_config
 from tools.http.protocol import ReadDeadlineProtocol
 from tools.http.waits import GONE, TIMED_OUT, WOKEN, Wait, Wheel
 from tools.http.wire import CONNECTION
 
 from .conftest import AGENT_HEADERS
+from .server import served_app
 
 
 class _Loop:
@@ -245,34 +242,6 @@ async def _never() -> dict[str, Any]:
 # -- through a real server -------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _served(app: Any, keep_alive: float | None = None, read_timeout: float = 10.0) -> Iterator[int]:
-    """`app` served by uvicorn with flightlog's protocol on a thread; its port."""
-    sock = listen("127.0.0.1", 0)
-    thresholds = gc.get_threshold()
-    config = server_config(app, sock, access_log=False, log_level="warning", read_timeout=read_timeout)
-    gc.set_threshold(*thresholds)  # the server's collector settings stay the server's
-    if keep_alive is not None:
-        config.timeout_keep_alive = keep_alive
-    started = threading.Event()
-
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
-            started.set()
-
-    server = Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        assert started.wait(30)
-        yield sock.getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
-
-
 def test_a_poll_whose_client_leaves_stops_waiting_at_once(make_app, register, system, monkeypatch):
     # A 60 s poll timeout: a poll that did not hear its client leave would wait all of it, and
     # the test would time out rather than pass.
@@ -296,7 +265,7 @@ def test_a_poll_whose_client_leaves_stops_waiting_at_once(make_app, register, sy
     monkeypatch.setattr(
         ReadDeadlineProtocol, "watch", lambda self, lost: watching.append(True) or watch(self, lost)
     )
-    with _served(make_app(poll_timeout=60.0)) as port:
+    with served_app(make_app(poll_timeout=60.0)) as port:
         body = orjson.dumps({"run_id": "a", "token": token})
         head = "".join(f"{k}: {v}\r\n" for k, v in AGENT_HEADERS.items())
         request = f"POST /poll-control HTTP/1.1\r\nHost: t\r\n{head}Content-Length: {len(body)}\r\n\r\n"
@@ -311,7 +280,7 @@ def test_a_poll_whose_client_leaves_stops_waiting_at_once(make_app, register, sy
 def test_a_kept_alive_connection_idle_too_long_is_closed_without_an_answer(make_app):
     # The keep-alive wait is a deadline in the protocol's sweep, not a timer per answer.
     with (
-        _served(make_app(), keep_alive=0.3) as port,
+        served_app(make_app(), keep_alive=0.3) as port,
         socket.create_connection(("127.0.0.1", port), 30) as client,
     ):
         client.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -328,7 +297,7 @@ def test_a_kept_alive_connection_idle_too_long_is_closed_without_an_answer(make_
 def test_a_request_begun_on_a_kept_alive_connection_has_the_read_deadline(make_app):
     # Between the two requests the connection's deadline is the keep-alive wait's (60 s here);
     # the second request's first bytes must put the read deadline (0.3 s) in its place.
-    served = _served(make_app(), keep_alive=60.0, read_timeout=0.3)
+    served = served_app(make_app(), keep_alive=60.0, read_timeout=0.3)
     with served as port, socket.create_connection(("127.0.0.1", port), 30) as client:
         client.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
         answer = b""

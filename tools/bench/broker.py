@@ -8,7 +8,9 @@ to it over loopback, one keep-alive connection each:
   comes only after the report's commit, so reports/s is a durable rate. The runs' report
   counts are checked against the acknowledgements afterwards. The server's CPU time
   (`/proc/<pid>/stat`, every thread) over the round, divided by the reports, is its CPU
-  per durable report.
+  per durable report. The same reports are also sent to `/rep%6Frt`: the same route through
+  the server's ASGI app, which its lean front leaves such a path to — side by side, what the
+  lean front saves.
 - **ceiling**: the same agents post the same bodies to the HTTP stack alone — the same
   uvicorn settings and Starlette, an endpoint that parses the JSON and answers without
   storing (`broker_ceiling`), in its own process: what reports/s could be at most here.
@@ -54,6 +56,9 @@ from .soak_polls import long_polls, register_runs, server_stats
 
 NO_QUOTA = ("--events-per-second", "0")  # serve's options for a benchmark server
 REPORTS_TARGET = 2000.0  # durable reports per second with 16 agents, at least
+# The report route written %-escaped: the same handler, reached through the ASGI app, which the
+# lean front (`tools.http.lean`) leaves such paths to. Its rounds measure what the front saves.
+ASGI_REPORT = "/rep%6Frt"
 CEILING_TARGET = 0.5  # durable reports/s over the HTTP stack's ceiling in the same run, at least
 CPU_TARGET_US = 150.0  # server CPU per durable report in µs, at most
 DELIVERY_P50_TARGET = 1.5  # push → poll answer p50 in ms, at most
@@ -143,18 +148,24 @@ class Round:
 
 
 def report_round(
-    server: ServerProcess, team: list[Agent], operator: Connection | None, total: int, seconds: float
+    server: ServerProcess,
+    team: list[Agent],
+    operator: Connection | None,
+    total: int,
+    seconds: float,
+    path: str = "/report",
 ) -> Round:
     """Reports per second: every agent reports until `total` together, or time is up.
 
     With `operator`, every acknowledged report must be in the log afterwards (a durable rate);
-    without, the server is the ceiling, which keeps nothing.
+    without, the server is the ceiling, which keeps nothing. `path` may be ASGI_REPORT: the
+    same route through the server's ASGI app rather than its lean front.
     """
     share = max(1, total // len(team))
     bodies = report_bodies(team)
     before = report_counts(operator) if operator is not None else {}
     cpu = server.cpu_seconds()
-    acked, elapsed = post_all(server.port, "/report", bodies, share, seconds)
+    acked, elapsed = post_all(server.port, path, bodies, share, seconds)
     cpu = server.cpu_seconds() - cpu
     done = sum(acked)
     if operator is not None:
@@ -177,6 +188,7 @@ def run(
     With `pg_url`, every round also reports to one and to two servers on PostgreSQL.
     """
     rounds: list[Round] = []
+    asgi_rounds: list[Round] = []
     ceilings: list[Round] = []
     raw_rates: list[float] = []
     latencies: list[float] = []
@@ -200,6 +212,10 @@ def run(
             ceilings.append(report_round(ceiling, ceiling_team, None, sizes.reports, sizes.seconds))
             advance(f"reports: round {r + 1}/{sizes.rounds}")
             rounds.append(report_round(server, team, operator, sizes.reports, sizes.seconds))
+            advance(f"reports through the ASGI app: round {r + 1}/{sizes.rounds}")
+            asgi_rounds.append(
+                report_round(server, team, operator, sizes.reports, sizes.seconds, ASGI_REPORT)
+            )
             for n, fleet in enumerate(fleets):
                 advance(f"reports on PostgreSQL, {n + 1} server(s): round {r + 1}/{sizes.rounds}")
                 on_pg[n].append(pg.fleet_round(fleet, sizes.reports, sizes.seconds))
@@ -213,6 +229,12 @@ def run(
         polls = long_polls(server.port, sizes.polls, registered.pop("tokens"))
     levels = capacity(parent, sizes.capacity, sizes.window, advance)
     result = _result(sizes, rounds, ceilings, raw_rates, (latencies, round_trips), registered, polls)
+    asgi_cpu = round(statistics.median(r.cpu_us for r in asgi_rounds), 1)
+    result["figures"]["reports.asgi_server_cpu_us"] = asgi_cpu
+    result["ratios"]["lean_vs_asgi"] = {
+        "label": "server CPU per durable report, lean front / the same server's ASGI app",
+        "value": round(result["figures"]["reports.server_cpu_us"] / max(asgi_cpu, 1e-9), 3),
+    }
     result["figures"].update(capacity_figures(levels))
     result["targets"].update(capacity_targets(levels))
     result["settings"].update(capacity=list(sizes.capacity), window=sizes.window)
@@ -348,6 +370,9 @@ def _report(result: dict[str, Any]) -> None:
     table.add_row("durable reports/s over HTTP", f"{fig['reports.durable_per_s']:,.0f}")
     table.add_row("  median of the rounds", f"{fig['reports.durable_per_s_median']:,.0f}")
     table.add_row("server CPU per durable report (µs)", f"{fig['reports.server_cpu_us']:,.0f}")
+    table.add_row(
+        "  the same through the ASGI app, not the lean front", f"{fig['reports.asgi_server_cpu_us']:,.0f}"
+    )
     table.add_row("HTTP stack ceiling: answers/s, nothing stored", f"{fig['ceiling.per_s']:,.0f}")
     table.add_row("  its server CPU per answer (µs)", f"{fig['ceiling.server_cpu_us']:,.0f}")
     table.add_row("raw sqlite3: single-row commits/s", f"{fig['raw.commits_per_s']:,.0f}")

@@ -22,6 +22,7 @@ from .gates import MAX_WAIT as GATE_WAIT
 from .gates import GateRoutes
 from .hot import HotRoutes
 from .integrity import TAMPER_HEADER, Integrity
+from .lean import LeanFront
 from .openapi import openapi_document
 from .operator import OperatorRoutes
 from .principals import OperatorAuth
@@ -122,6 +123,8 @@ def create_app(
         headers.append((WORKER_HEADER.lower().encode(), str(worker).encode()))
     if headers:
         app.add_middleware(_ExtraHeaders, headers=headers)
+    # Under `flightlog serve`, the hot routes are answered by the protocol itself (`lean`).
+    app.state.lean_front = LeanFront(HotRoutes(_not_found, broker_routes), incidents, headers)
     return app
 
 

@@ -9,7 +9,9 @@ request by a dict lookup, and applies the very rules of the other routes in the 
 the cross-site rules first (`wire.cross_site_refusal`: a foreign Origin is a 403, a body that
 is not JSON a 415), then the body limit, then the handler of `BrokerRoutes`, whose errors are
 rendered as theirs are. Any other method on these paths goes on to Starlette, whose method
-guard answers it.
+guard answers it. Under `flightlog serve` the server's protocol calls `serve` itself, past
+ASGI and the middleware (`lean`); this middleware is the way for everything else that
+reaches these routes (an escaped path, a pipelined request, an in-process client).
 """
 
 from __future__ import annotations

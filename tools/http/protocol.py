@@ -34,8 +34,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from .lean import LeanCycle, LeanFront, lean_front_of
 from .wire import CONNECTION, REFUSAL_HOLD
 
 READ_TIMEOUT = 10.0  # seconds a client has to send one whole request
@@ -63,6 +65,7 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         self._lost = False
         self._watcher: Callable[[], object] | None = None  # told when the connection is lost
         self._held = False  # the answer under way refuses: the next request waits `refusal_hold`
+        self.lean: LeanFront | None = lean_front_of(self.app)  # the hot routes, past ASGI (`lean`)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -104,7 +107,36 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_read = True
         self.scope[CONNECTION] = self  # type: ignore[literal-required]  # a waiting request watches it
-        super().on_headers_complete()
+        if not self._lean_request():
+            super().on_headers_complete()
+
+    def _lean_request(self) -> bool:
+        """Start the request on the lean front if it takes it (`tools.http.lean`); else False."""
+        front = self.lean
+        if (
+            front is None
+            or self.expect_100_continue
+            or (self.cycle is not None and not self.cycle.response_complete)
+        ):
+            return False
+        parser = self.parser
+        if parser.get_method() != b"POST" or parser.get_http_version() != "1.1" or parser.should_upgrade():
+            return False
+        url = httptools.parse_url(self.url)
+        handler = front.handlers.get(url.path)
+        if handler is None:
+            return False
+        scope = self.scope
+        path = url.path.decode("ascii")
+        scope.update(method="POST", path=self.root_path + path, query_string=url.query or b"")  # type: ignore[call-arg]
+        scope["raw_path"] = self.root_path.encode("ascii") + url.path
+        scope["flightlog.lean"] = handler  # type: ignore[typeddict-unknown-key]
+        lean = LeanCycle(self, scope, keep_alive=parser.should_keep_alive())
+        self.cycle = lean  # type: ignore[assignment]  # what the protocol reads of a cycle
+        task = self.loop.create_task(lean.run(front))
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)
+        return True
 
     def on_message_complete(self) -> None:
         self._disarm()
