@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -65,6 +66,8 @@ OPEN = (RECORDING, "pending")
 CANCEL_POLL = 0.02
 # The log's stream names are at most 512 characters, "approval-" included.
 MAX_ID_LENGTH = 512 - len("approval-")
+
+logger = logging.getLogger("flightlog.approvals")
 
 
 class ApprovalQueue:
@@ -415,7 +418,12 @@ class ApprovalQueue:
     # -- change notification ---------------------------------------------------------------
 
     def subscribe(self, fn: Callable[[], object]) -> Callable[[], None]:
-        """Call `fn()` after every change this queue makes; returns the unsubscribe function."""
+        """Call `fn()` after every change this queue makes; returns the unsubscribe function.
+
+        `fn` runs on the thread that made the change, so it should only wake someone; if it
+        fails, that is logged as its own failure, and neither the change (recorded already)
+        nor the other subscribers are affected.
+        """
         self._listeners.append(fn)
 
         def unsubscribe() -> None:
@@ -426,7 +434,10 @@ class ApprovalQueue:
 
     def _changed(self) -> None:
         for fn in list(self._listeners):
-            fn()
+            try:
+                fn()
+            except Exception:  # the subscriber's own failure: never the caller's, whose change is in
+                logger.exception("a subscriber of the approval queue failed (it should only wake someone)")
 
 
 def _no_hook(approval: Approval) -> None:

@@ -202,3 +202,23 @@ def test_get(system, clock):
     system.tick()
     assert future.result(WAIT).decision == "expired"
     assert system.approvals.get(row.id) is None
+
+
+def test_a_failing_subscriber_neither_undoes_a_decision_nor_silences_the_others(system, caplog):
+    # A subscriber runs on the thread that made the change: its own failure must not reach the
+    # operator deciding (whose decision is recorded), nor keep the next subscriber uninformed.
+    told = []
+
+    def broken() -> None:
+        raise RuntimeError("a subscriber's bug")
+
+    system.approvals.subscribe(broken)
+    system.approvals.subscribe(lambda: told.append(True))
+    future, row = start_request(system)
+    told.clear()
+    resolution = system.approvals.resolve(row.id, "approve", "alice")
+    assert resolution.decision == "approve"
+    assert future.result(WAIT) == resolution
+    assert told  # the next subscriber heard of it all the same
+    assert "ApprovalDecided" in types_in(system.log, row.id)
+    assert any("a subscriber's bug" in str(r.exc_info[1]) for r in caplog.records if r.exc_info)
