@@ -138,12 +138,22 @@ def run(
             "one": one,
             "many": many,
             "ratio": round(many["reports_per_s"] / max(one["reports_per_s"], 1), 2),
+            "bound": _bound(many, one, result["cores"]),
         }
     if "postgresql" in result:
         result["postgresql_over_sqlite"] = round(
             result["postgresql"]["one"]["reports_per_s"] / max(result["sqlite"]["one"]["reports_per_s"], 1), 2
         )
     return result
+
+
+def _bound(many: dict[str, float], one: dict[str, float], cores: int | None) -> float:
+    """The most N workers' reports/s could be on this machine, over one worker's: every core
+    busy with the server's and the load client's CPU per report as measured with N workers."""
+    per_report_us = many["server_cpu_us"] + many["client_cpu_us"]
+    if not per_report_us or not one["reports_per_s"]:
+        return 0.0
+    return round((cores or 1) * 1e6 / per_report_us / one["reports_per_s"], 2)
 
 
 def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -188,6 +198,13 @@ def _report(result: dict[str, Any]) -> None:
     if "postgresql_over_sqlite" in result:
         console.print(f"postgresql / sqlite, one worker each: {result['postgresql_over_sqlite']:.2f}x")
     console.print(targets_table(result["targets"]))
+    for backend in ("sqlite", "postgresql"):
+        if backend in result:
+            console.print(
+                f"{backend}: at most {result[backend]['bound']:.2f}x one worker on this machine, every "
+                f"core busy at {n} workers' server and load-client CPU per report",
+                soft_wrap=True,
+            )
     console.print(
         f"{result['cores']} CPUs, shared by the workers and the load client (one process, "
         "asyncio); each server on a fresh database; every acknowledged report checked in the log.",
