@@ -81,7 +81,7 @@ class LeanCycle:
         self.disconnected = False
         self.body = bytearray()
         self.more_body = True
-        self.message_event = asyncio.Event()
+        self.message_event = Signal()
         self.response_complete = False
         self._started = False
         self._status = 0
@@ -157,6 +157,35 @@ class LeanCycle:
         if not keep_alive:
             protocol.transport.close()
         protocol.on_response_complete()
+
+
+class Signal:
+    """What uvicorn's protocol sets when more of the body came or the client left (the
+    `asyncio.Event` of its cycles), costing no future until someone waits."""
+
+    __slots__ = ("_set", "_waiter")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self._set = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
 
 
 def lean_front_of(app: Any) -> LeanFront | None:

@@ -122,14 +122,18 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         parser = self.parser
         if parser.get_method() != b"POST" or parser.get_http_version() != "1.1" or parser.should_upgrade():
             return False
-        url = httptools.parse_url(self.url)
-        handler = front.handlers.get(url.path)
+        raw = self.url
+        handler = front.handlers.get(raw)  # most requests: the bare path, nothing to parse
+        query = b""
+        if handler is None and b"?" in raw:
+            url = httptools.parse_url(raw)
+            raw, query = url.path, url.query or b""
+            handler = front.handlers.get(raw)
         if handler is None:
             return False
         scope = self.scope
-        path = url.path.decode("ascii")
-        scope.update(method="POST", path=self.root_path + path, query_string=url.query or b"")  # type: ignore[call-arg]
-        scope["raw_path"] = self.root_path.encode("ascii") + url.path
+        scope.update(method="POST", path=self.root_path + raw.decode("ascii"), query_string=query)  # type: ignore[call-arg]
+        scope["raw_path"] = self.root_path.encode("ascii") + raw
         scope["flightlog.lean"] = handler  # type: ignore[typeddict-unknown-key]
         lean = LeanCycle(self, scope, keep_alive=parser.should_keep_alive())
         self.cycle = lean  # type: ignore[assignment]  # what the protocol reads of a cycle
