@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import ctypes
-import gc
-import hashlib
 import logging
-import os
 import signal
 import socket
-import sys
 import time
 from collections.abc import Callable
 from types import FrameType
@@ -17,15 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from actors import FOLLOW_POLL, FOLLOW_POLL_WORKERS, OPERATOR_DECIDES, System, make_token
+from actors import FOLLOW_POLL, FOLLOW_POLL_WORKERS, OPERATOR_DECIDES, System
 from eventlog import EventLog, EventLogError, open_log
 
 from .._output import UsageFailure, err_console, progress
 from ..feeds import running_feeds
 from .limits import quota_options, quotas_given, refusal_hold_given
 from .log_files import check_log_files
+from .serve_heap import MALLOC_ARENAS as MALLOC_ARENAS  # re-exported, as the two below
+from .serve_heap import limit_malloc_arenas, settle_heap
 from .token_file import TOKEN_ENV as TOKEN_ENV  # re-exported: the commands that reach a server read it here
-from .token_file import announce, default_path, keep_new_token, read_token, token_problem
+from .token_file import announce, new_operator_token_digest, operator_token_digest
 from .workers import supervise, worker_count
 
 if TYPE_CHECKING:
@@ -35,12 +32,6 @@ EXIT_TAMPERED = 3  # serve refused a log whose chain does not verify or that hol
 # event catalogue (see --allow-tampered)
 LISTEN_BACKLOG = 2048  # uvicorn's own default
 PROGRESS_FROM = 50_000  # logs shorter than this verify too fast to need a progress bar
-# glibc's malloc arenas a server may use. By default a process with many threads gets up to
-# 8 per core, each holding its own freed memory: in `flightlog bench soak` (200,000 events,
-# 40 runs, ~50 threads) two arenas ended 3.9 MiB lower (67.8 against 71.7 MiB RSS) and grew
-# 0.17 MiB per 10k events instead of 0.19. The threads take turns at the GIL anyway.
-MALLOC_ARENAS = 2
-_M_ARENA_MAX = -8  # mallopt's parameter number for it (glibc's malloc.h)
 
 
 def register(cli: click.Group) -> None:
@@ -118,33 +109,6 @@ def _serve_workers(
     supervise(count, work, started)
 
 
-def settle_heap() -> None:
-    """Move everything alive now (modules, the app, the log's views as caught up) out of the
-    garbage collector's sight.
-
-    A full collection walks every tracked object: with the server's start-up heap in view,
-    each took 60-120 ms in `bench soak`'s thousand long polls (35-70 ms without it), the
-    event loop stalled meanwhile and polls were answered that much late. Frozen objects are
-    still freed by their reference counts; only cycles among them stay.
-    """
-    gc.collect()
-    gc.freeze()
-
-
-def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
-    """Have glibc's malloc use at most `arenas` arenas from now on; False where there is no glibc.
-
-    Call it before the server starts its threads: arenas made already stay.
-    """
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # musl, macOS, Windows: another allocator
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_ARENA_MAX, arenas))
-
-
 def _log_storage_incidents() -> None:
     """Storage incidents (a full disk, a read-only file; and when they clear) and security incidents
     (an address blocked for guessing operator tokens; and when the block ends) go to stderr, one
@@ -210,32 +174,6 @@ def _open_verified(db: str, allow_tampered: bool) -> tuple[EventLog, Integrity]:
         log.close()
         raise
     return log, integrity
-
-
-def _operator_token_digest(db: str, token_file: str | None) -> str | None:
-    """SHA-256 of the operator token from the environment or from an existing token file; None
-    when a new one is to be made (after the log opened: a refused log gets no token file)."""
-    token = os.environ.get(TOKEN_ENV, "")
-    if token:
-        problem = token_problem(token)
-        if problem is not None:
-            raise UsageFailure(f"{TOKEN_ENV} {problem}")
-        return hashlib.sha256(token.encode("ascii")).hexdigest()
-    path = token_file or default_path(db)
-    kept = read_token(path)
-    if kept is None:
-        return None
-    announce(f"operator token read from {os.path.abspath(path)}")
-    return hashlib.sha256(kept.encode("ascii")).hexdigest()
-
-
-def _new_operator_token_digest(db: str, token_file: str | None) -> str:
-    """SHA-256 of a fresh operator token, kept in the token file (and shown once on a terminal)."""
-    token = make_token()
-    while token_problem(token) is not None:  # a draw of digits alone reads as weak: draw again
-        token = make_token()
-    kept = keep_new_token(token_file or default_path(db), token, show=sys.stderr.isatty())
-    return hashlib.sha256(kept.encode("ascii")).hexdigest()
 
 
 @click.command("serve")
@@ -410,7 +348,7 @@ def serve_cmd(
     count = worker_count(workers, db)
     limit_malloc_arenas()
     readable = check_log_files(db)  # refuses, before anything is written, a log others can write
-    digest = _operator_token_digest(db, token_file)
+    digest = operator_token_digest(db, token_file)
     try:
         sock = listen(host, port)
     except PortInUseError as e:
@@ -478,7 +416,7 @@ def serve_cmd(
         try:
             if readable is not None:  # once the log is served: a refusal stays one line
                 announce(readable)
-            digest = digest or _new_operator_token_digest(db, token_file)
+            digest = digest or new_operator_token_digest(db, token_file)
             if count == 1:
                 run(log, integrity, digest, None, lambda: _announce(sock))
         finally:

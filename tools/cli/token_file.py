@@ -11,10 +11,14 @@ is not a plain file or that holds no strong token is refused, never overwritten.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
+import sys
 
 import click
+
+from actors import make_token
 
 from .._output import UsageFailure, clean
 from .._tokens import MAKE_ONE, weakness
@@ -121,3 +125,29 @@ def _refused(path: str, reason: str) -> TokenFileError:
         f"refusing the token file {path}: {reason}; remove it (serve then writes a new one) "
         f"or set {TOKEN_ENV}"
     )
+
+
+def operator_token_digest(db: str, token_file: str | None) -> str | None:
+    """SHA-256 of the operator token from the environment or from an existing token file; None
+    when a new one is to be made (after the log opened: a refused log gets no token file)."""
+    token = os.environ.get(TOKEN_ENV, "")
+    if token:
+        problem = token_problem(token)
+        if problem is not None:
+            raise UsageFailure(f"{TOKEN_ENV} {problem}")
+        return hashlib.sha256(token.encode("ascii")).hexdigest()
+    path = token_file or default_path(db)
+    kept = read_token(path)
+    if kept is None:
+        return None
+    announce(f"operator token read from {os.path.abspath(path)}")
+    return hashlib.sha256(kept.encode("ascii")).hexdigest()
+
+
+def new_operator_token_digest(db: str, token_file: str | None) -> str:
+    """SHA-256 of a fresh operator token, kept in the token file (and shown once on a terminal)."""
+    token = make_token()
+    while token_problem(token) is not None:  # a draw of digits alone reads as weak: draw again
+        token = make_token()
+    kept = keep_new_token(token_file or default_path(db), token, show=sys.stderr.isatty())
+    return hashlib.sha256(kept.encode("ascii")).hexdigest()
