@@ -35,7 +35,7 @@ from .._output import console, emit_json, targets_table, temp_dir_option, with_s
 from . import log_workloads as w
 from .broker_capacity import capacity, capacity_figures, capacity_options, capacity_table, capacity_targets
 from .broker_client import Agent, Connection, ServerProcess
-from .soak_hostile import NORMAL_RUNS, hostile, hostile_targets
+from .soak_hostile import NORMAL_RUNS, ROUNDS, hostile, hostile_targets
 from .soak_polls import long_polls, server_stats, strangers
 from .soak_traffic import FIXED, MIX, MIXED, MIXES, Traffic, log_events, schedule
 
@@ -312,9 +312,11 @@ def _report(result: dict[str, Any]) -> None:
         soft_wrap=True,
     )
     console.print(
-        f"Hostile mix ({NORMAL_RUNS} normal runs, {HOSTILE_REPORTS} reports each, quiet then under "
-        f"attack): report p99 {fig['hostile.report_p99_quiet_ms']:.1f} ms quiet, "
-        f"{fig['hostile.report_p99_hostile_ms']:.1f} ms under attack; the operator's stop p50 "
+        f"Hostile mix ({ROUNDS} rounds of {NORMAL_RUNS} normal runs, {HOSTILE_REPORTS} reports each, "
+        f"quiet then under attack): report p99 {fig['hostile.report_p99_quiet_ms']:.1f} ms quiet, "
+        f"{fig['hostile.report_p99_hostile_ms']:.1f} ms under attack (by round: "
+        + ", ".join(f"{r:.2f}x" for r in fig["hostile.report_p99_ratio_by_round"])
+        + f"); the operator's stop p50 "
         f"{fig['hostile.stop_p50_ms']:.1f} ms, p99 {fig['hostile.stop_p99_ms']:.1f} ms "
         f"({fig['hostile.stops']} stops, {fig['hostile.stops_refused']} refused); RSS "
         f"{fig['hostile.rss_start_mib']:.1f} -> {fig['hostile.rss_end_mib']:.1f} MiB; attacks answered "

@@ -26,6 +26,7 @@ from .broker_client import Connection, ServerProcess
 from .soak_polls import server_stats
 
 NORMAL_RUNS = 4
+ROUNDS = 3  # quiet phases, each followed by one under attack
 PACE = 0.01  # seconds a normal run waits between two reports (within its default write rate)
 STOP_EVERY = 0.02  # seconds between two of the operator's stops
 STOP_TARGET_MS = 100.0  # the operator's stop, p99 under attack, at most
@@ -38,52 +39,72 @@ _MEDIUM = b"x" * 60_000  # one that fits the quota
 def hostile(
     server: ServerProcess, operator_token: str, reports: int, advance: Callable[[str], object]
 ) -> dict[str, Any]:
-    """Drive the quiet phase, then the attacks with the same normal traffic; the figures."""
+    """ROUNDS quiet phases, each followed by one under attack, with the same normal traffic; the figures.
+
+    Alternating, the two kinds of phase see the same moments of a shared machine; each phase
+    has runs of its own (within their write rate). The ratio is of the p99s of all quiet and
+    all attacked reports; each round's is given too.
+    """
     setup = Connection(server.port)
     try:
 
         def register(run_id: str) -> str:
             return str(setup.call("/register", {"run_id": run_id})["token"])
 
-        quiet_runs = [(f"quiet-{i}", register(f"quiet-{i}")) for i in range(NORMAL_RUNS)]
-        loud_runs = [(f"normal-{i}", register(f"normal-{i}")) for i in range(NORMAL_RUNS)]
+        phases = [
+            [(f"{kind}-{r}-{i}", register(f"{kind}-{r}-{i}")) for i in range(NORMAL_RUNS)]
+            for r in range(ROUNDS)
+            for kind in ("quiet", "normal")
+        ]
         tokens = {name: register(name) for name in ("victim", "big", "sender", "gate")}
     finally:
         setup.close()
-    advance("hostile mix: quiet phase")
-    quiet = _normal(server.port, quiet_runs, reports)
     rss_start, threads_start = server_stats(server.proc.pid)
     stop = threading.Event()
     stops: list[float] = []
     refused_stops: Counter[int] = Counter()
     context = multiprocessing.get_context("spawn")
-    attacking, answered = context.Event(), context.Queue()
+    ready, attacking, finished, answered = context.Event(), context.Event(), context.Event(), context.Queue()
     attackers = context.Process(
-        target=_attackers, args=(server.port, tokens, attacking, answered), daemon=True
+        target=_attackers, args=(server.port, tokens, (ready, attacking, finished), answered), daemon=True
     )
     operator = threading.Thread(
         target=_operator, args=(server.port, operator_token, stops, refused_stops, stop), daemon=True
     )
-    advance("hostile mix: attacks with normal traffic")
     attackers.start()
-    while not attacking.wait(0.1):  # until every attacker has its connection and sends
+    while not ready.wait(0.1):  # until every attacker has its connection
         if not attackers.is_alive():
             raise RuntimeError(f"the attackers' process exited ({attackers.exitcode}) before attacking")
-    operator.start()
+    quiet: list[list[float]] = []
+    loud: list[list[float]] = []
     try:
-        loud = _normal(server.port, loud_runs, reports)
+        for r in range(ROUNDS):
+            advance(f"hostile mix: quiet phase {r + 1}/{ROUNDS}")
+            quiet.append(_normal(server.port, phases[2 * r], reports))
+            advance(f"hostile mix: attacks with normal traffic {r + 1}/{ROUNDS}")
+            attacking.set()
+            if r == 0:
+                operator.start()  # the operator stops the flooded run again and again from now on
+            loud.append(_normal(server.port, phases[2 * r + 1], reports))
+            attacking.clear()
     finally:
         stop.set()
         attacking.clear()
-        operator.join(60)
+        finished.set()
+        if operator.is_alive():
+            operator.join(60)
         answers: dict[str, dict[str, int]] = answered.get(timeout=60) if attackers.is_alive() else {}
         attackers.join(60)
     rss_end, threads_end = server_stats(server.proc.pid)
-    quiet_p99, loud_p99 = percentile(quiet, 99), percentile(loud, 99)
+    quiet_p99 = percentile([x for phase in quiet for x in phase], 99)
+    loud_p99 = percentile([x for phase in loud for x in phase], 99)
     return {
         "report_p99_quiet_ms": round(quiet_p99 * 1000, 2),
         "report_p99_hostile_ms": round(loud_p99 * 1000, 2),
         "report_p99_ratio": round(loud_p99 / quiet_p99, 2) if quiet_p99 else 0.0,
+        "report_p99_ratio_by_round": [
+            round(percentile(b, 99) / percentile(a, 99), 2) for a, b in zip(quiet, loud, strict=True)
+        ],
         "stop_p50_ms": round(percentile(stops, 50) * 1000, 2) if stops else 0.0,
         "stop_p99_ms": round(percentile(stops, 99) * 1000, 2) if stops else 0.0,
         "stops": len(stops),
@@ -128,18 +149,19 @@ def _normal(port: int, runs: list[tuple[str, str]], reports: int) -> list[float]
     return latencies
 
 
-def _attackers(port: int, tokens: dict[str, str], attacking: Any, answered: Any) -> None:
-    """Every attack on its own thread and connection while `attacking` is set; the answers
-    each got, by status, put on `answered` (the attackers' own process)."""
+def _attackers(port: int, tokens: dict[str, str], events: tuple[Any, Any, Any], answered: Any) -> None:
+    """Every attack on its own thread and connection (this process's own), sending while
+    `attacking` is set, until `finished`; the answers each got, by status, put on `answered`."""
+    ready = events[0]
     answers: dict[str, Counter[int]] = {name: Counter() for name in ATTACKS}
     connections = {name: Connection(port) for name in ATTACKS}
     threads = [
-        threading.Thread(target=_attack, args=(connections[name], name, tokens, answers[name], attacking))
+        threading.Thread(target=_attack, args=(connections[name], name, tokens, answers[name], events))
         for name in ATTACKS
     ]
-    attacking.set()
     for thread in threads:
         thread.start()
+    ready.set()
     for thread in threads:
         thread.join()
     for conn in connections.values():
@@ -148,10 +170,13 @@ def _attackers(port: int, tokens: dict[str, str], attacking: Any, answered: Any)
 
 
 def _attack(
-    conn: Connection, name: str, tokens: dict[str, str], answers: Counter[int], attacking: Any
+    conn: Connection, name: str, tokens: dict[str, str], answers: Counter[int], events: tuple[Any, Any, Any]
 ) -> None:
+    _, attacking, finished = events
     n = 0
-    while attacking.is_set():
+    while not finished.is_set():
+        if not attacking.wait(0.05):
+            continue
         n += 1
         status, _ = conn.post(*_request(name, n, tokens))
         answers[status] += 1
