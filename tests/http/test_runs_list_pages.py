@@ -3,15 +3,18 @@ registrations between pages, and the cost of the page rather than of every run."
 
 from __future__ import annotations
 
+from typing import Any
+
 from projections import LIST_PAGE
 
 from .conftest import OPERATOR
 
 
-def _runs(client, **params: str) -> dict:
+def _runs(client, **params: str) -> dict[str, Any]:
     response = client.get("/api/v1/runs", headers=OPERATOR, params=params)
     assert response.status_code == 200, response.text
-    return response.json()
+    body: dict[str, Any] = response.json()
+    return body
 
 
 def test_the_runs_come_a_page_at_a_time_in_registration_order(client, register, system):

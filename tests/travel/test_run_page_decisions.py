@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -44,15 +45,15 @@ def _events(steps: list[tuple[str, int, int]]) -> list[Event]:
     return events
 
 
-def _plain(log, seq: int) -> list[dict]:
+def _plain(log, seq: int) -> list[dict[str, Any]]:
     return [
         e.to_dict() for e in broker_timeline(itertools.takewhile(lambda r: r.seq <= seq, log.read(STREAM)))
     ]
 
 
-def _every_page(pages: RunPages, at: int, limit: int) -> list[dict]:
+def _every_page(pages: RunPages, at: int, limit: int) -> list[dict[str, Any]]:
     """The run's whole timeline as of `at`, a page at a time from the newest back."""
-    got: list[dict] = []
+    got: list[dict[str, Any]] = []
     before = None
     while True:
         page = pages.page(RUN, at, before, limit)
@@ -113,7 +114,7 @@ def _gated_run(log, reports: int) -> None:
         log.append(STREAM, [RunReported(RUN, "working", None, T0)] * min(5_000, reports - lo), expect=ANY)
 
 
-def _cost(pages: RunPages, at: int | None, before: int | None, limit: int) -> tuple[int, list[dict]]:
+def _cost(pages: RunPages, at: int | None, before: int | None, limit: int) -> tuple[int, list[Any]]:
     reads = pages.reads
     page = pages.page(RUN, at, before, limit)
     assert page is not None
