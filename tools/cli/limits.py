@@ -13,7 +13,7 @@ import click
 
 from actors import Quotas
 
-from ..http.wire import REFUSAL_HOLD
+from ..http import REFUSAL_HOLD
 
 F = TypeVar("F", bound=Callable[..., Any])
 _KEY = "flightlog.quotas"

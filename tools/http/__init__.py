@@ -12,11 +12,13 @@ from .binding import PortInUseError, listen, server_config
 from .broker import REGISTRATION_MODES
 from .integrity import TAMPER_HEADER
 from .travel_reads import entry_from_dict, moment_from_dict, runs_from_payload
+from .wire import REFUSAL_HOLD
 
 if TYPE_CHECKING:
     from .protocol import ReadDeadlineProtocol
 
 __all__ = [
+    "REFUSAL_HOLD",
     "REGISTRATION_MODES",
     "TAMPER_HEADER",
     "PortInUseError",

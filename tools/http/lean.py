@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.types import Message, Receive, Scope, Send
 from uvicorn._types import HTTPScope
@@ -31,9 +31,6 @@ from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from .faults import Incidents, StorageFaults
 from .hot import HotHandler, HotRoutes
-
-if TYPE_CHECKING:
-    from .protocol import ReadDeadlineProtocol
 
 logger = logging.getLogger("uvicorn.error")
 _SERVER_ERROR = (
@@ -55,6 +52,19 @@ class LeanFront:
         self.app = StorageFaults(serve, incidents)  # storage faults as on the ASGI path
 
 
+class Host(Protocol):
+    """What a lean cycle uses of the connection's protocol (`protocol.ReadDeadlineProtocol`)."""
+
+    transport: asyncio.Transport
+    flow: Any  # uvicorn's FlowControl
+    server_state: Any  # uvicorn's ServerState: its default headers
+    access_log: bool
+    access_logger: logging.Logger
+    lean: LeanFront | None
+
+    def on_response_complete(self) -> None: ...
+
+
 class LeanCycle:
     """One request on the lean front: what uvicorn's protocol reads of a cycle, and the ASGI
     `receive`/`send` the handler uses, writing the answer straight to the transport."""
@@ -74,7 +84,7 @@ class LeanCycle:
         "scope",
     )  # fmt: skip
 
-    def __init__(self, protocol: ReadDeadlineProtocol, scope: HTTPScope, keep_alive: bool) -> None:
+    def __init__(self, protocol: Host, scope: HTTPScope, keep_alive: bool) -> None:
         self.protocol = protocol
         self.scope = scope
         self.keep_alive = keep_alive
