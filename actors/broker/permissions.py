@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
-from projections import ApprovalRow, Views
+from projections import RECENT_PERMISSIONS, ApprovalRow, Views
 
 from .._errors import (
     ApprovalExpiredError,
@@ -178,7 +178,7 @@ class PermissionRelay:
             outcome = self._approval_behavior(approval_id)
             if outcome is not None:  # the operator has spoken: make sure the run has heard it
                 told, by, at = outcome
-                self._exec(run_id, RecordPermissionDecision(request_id, told, approval_id, by, at))
+                self._tell(run_id, RecordPermissionDecision(request_id, told, approval_id, by, at))
             raise OperatorOnlyError(f"{reason}: the answer is recorded as a refused attempt")
         # Decided before, or past its deadline: the approval's recorded outcome is the answer
         # (this attempt stays in its history as refused), not the behaviour asked.
@@ -190,7 +190,7 @@ class PermissionRelay:
         outcome = self._approval_behavior(approval_id)
         if outcome is not None:
             behavior, actor, at = outcome
-            self._exec(run_id, RecordPermissionDecision(request_id, behavior, approval_id, actor, at))
+            self._tell(run_id, RecordPermissionDecision(request_id, behavior, approval_id, actor, at))
 
     def approval_decided(self, approval_id: str) -> None:
         """Propagate a permission approval's outcome to its run (idempotent; any process may call)."""
@@ -200,11 +200,36 @@ class PermissionRelay:
         if not self.exists(row.run_id):
             return
         assert row.decided_at is not None
-        self._exec(
+        self._tell(
             row.run_id,
             RecordPermissionDecision(
                 row.tool_call_id, BEHAVIOR[row.decision], approval_id, row.actor, row.decided_at
             ),
+        )
+
+    def _tell(self, run_id: str, command: RecordPermissionDecision) -> None:
+        """Tell the run a decision, once.
+
+        The run's state knows its latest RECENT_PERMISSIONS requests and decisions. A decision
+        of an older request (a fork decides every copied request again, newest first; every
+        follower relays every decision) is looked for in the run's stream, whether it heard it
+        already: only then is a stream read, and only that run's. A new decision's request is
+        among the latest, and costs no read.
+        """
+        state = self._state(run_id)
+        if (
+            command.approval_id not in state.decided
+            and len(state.decided) >= RECENT_PERMISSIONS
+            and all(request != command.request_id for request, _ in state.permissions)
+            and self._heard(run_id, command.approval_id)
+        ):
+            return
+        self._exec(run_id, command)
+
+    def _heard(self, run_id: str, approval_id: str) -> bool:
+        return any(
+            r.type == "PermissionDecided" and r.data.get("approval_id") == approval_id
+            for r in self.views.log.read(f"run-{run_id}")
         )
 
     def _approval_behavior(self, approval_id: str) -> tuple[str, str, datetime] | None:

@@ -3,6 +3,7 @@ to the approval, then live; a broker run forked into a new run whose approval is
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,45 @@ def test_a_fork_recorded_before_forks_changed_decisions_reads_as_one_that_change
     assert (opening.at_seq, opening.approval_id, opening.decision, opening.decided_by) == (1, "", "", "")
     assert system.log.verify().ok
     assert check_catalogue(system.log.read_all()).ok
+
+
+def test_a_fork_of_a_run_with_many_decided_requests_tells_it_each_decision_once(system):
+    # A run's state remembers its latest 32 decisions: the relay of an older one (each follower
+    # relays each decision; a fork decides every copied request again) must still find that the
+    # run was told already, in its stream, and tell it nothing twice.
+    broker = system.broker
+    broker.create_run("lg-3")
+    for i in range(40):
+        decided = broker.permission_request("lg-3", f"read-{i}", "read_file", "Read", "{}")
+        system.approvals.resolve(decided, "approve", "bob")
+        broker.approval_decided(decided)
+    last = broker.permission_request("lg-3", "deploy-1", "deploy", "Deploy", "{}")
+    system.approvals.resolve(last, "reject", "bob")
+
+    f = fork(system, "lg-3", last)
+
+    own = {r.data["request_id"]: r.data["approval_id"] for r in system.log.read(f.stream)
+           if r.type == "PermissionRequested"}  # fmt: skip
+    for approval_id in own.values():  # as every follower relays every decision, again
+        broker.approval_decided(approval_id)
+    told = Counter(r.data["request_id"] for r in system.log.read(f.stream) if r.type == "PermissionDecided")
+    assert told == dict.fromkeys([*(f"read-{i}" for i in range(40)), "deploy-1"], 1)
+
+
+def test_a_new_decision_of_a_long_gated_run_reads_no_stream(system, monkeypatch):
+    broker = system.broker
+    broker.create_run("lg-4")
+    for i in range(40):
+        decided = broker.permission_request("lg-4", f"read-{i}", "read_file", "Read", "{}")
+        system.approvals.resolve(decided, "approve", "bob")
+        broker.approval_decided(decided)
+    read: list[str] = []
+    heard = broker.permissions._heard
+    monkeypatch.setattr(broker.permissions, "_heard", lambda run_id, a: read.append(a) or heard(run_id, a))
+    new = broker.permission_request("lg-4", "read-40", "read_file", "Read", "{}")
+    system.approvals.resolve(new, "approve", "bob")
+    broker.approval_decided(new)
+    broker.approval_decided(new)  # relayed twice (two followers): still told once
+    assert read == []
+    told = [r for r in system.log.read("run-lg-4") if r.type == "PermissionDecided"]
+    assert [r.data["request_id"] for r in told].count("read-40") == 1
