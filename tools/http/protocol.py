@@ -25,6 +25,9 @@ server with what it refuses (bodies over a bound, writes past its rate) is slowe
 refusal per hold on each connection, at no cost to the other connections; an honest client
 that is refused waits that little longer for its next answer. Behind a proxy that carries
 many clients on one connection, turn it off (`--refusal-hold 0`).
+
+The agents' hot routes are taken past ASGI when the app has a lean front (`lean`): the
+request goes to a `LeanCycle` in place of uvicorn's cycle, everything else as above.
 """
 
 from __future__ import annotations
