@@ -81,6 +81,16 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher()
+        # Its request's scope names it (CONNECTION) and its cycle points back at it: cycles a
+        # server's collector, tuned to run rarely (`binding.GC_THRESHOLDS`), freed only at a
+        # full collection, so a crowd of closed connections stayed in memory (bench broker's
+        # capacity level, 5,000 agents connecting again and again: RSS 130 -> 230 MiB in 7
+        # rounds). Broken here, they go with their last reference.
+        scope = getattr(self, "scope", None)
+        if scope is not None:
+            scope.pop(CONNECTION, None)
+        self.cycle = None  # type: ignore[assignment]
+        self.pipeline.clear()
 
     def watch(self, lost: Callable[[], object]) -> bool:
         """Call `lost()` when the connection is lost (a waiting request's client left); False if it is.

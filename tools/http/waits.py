@@ -138,6 +138,7 @@ class Wait:
         """The request stops waiting: nothing watches its connection for it any more."""
         if self._connection is not None:
             self._connection.unwatch(self.lost)
+            self._connection = None  # the wheel keeps this wait till its slot's turn, not the connection
         if self._reading is not None:
             self._reading.cancel()
         self._slot = -1  # the wheel drops it at its slot's turn
