@@ -128,26 +128,20 @@ class RunPage:
 
 def _made_at_or_below(points: list[RunCheckpoint], made: int, i: int) -> int:
     """The index of the last checkpoint up to index `i` whose made count is at most `made`."""
-    lo, hi = 0, i + 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if points[mid].made <= made:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
+    return bisect.bisect_right(points, made, hi=i + 1, key=_made) - 1
 
 
 def _at_or_below(points: list[RunCheckpoint], seq: int) -> int:
     """The index of the last checkpoint at or below `seq` (-1: none)."""
-    lo, hi = 0, len(points)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if points[mid].seq <= seq:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
+    return bisect.bisect_right(points, seq, key=_seq) - 1
+
+
+def _made(point: RunCheckpoint) -> int:
+    return point.made
+
+
+def _seq(point: RunCheckpoint) -> int:
+    return point.seq
 
 
 class RunPages:
