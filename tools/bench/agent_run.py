@@ -21,7 +21,7 @@ from eventlog import ANY, EventLog, ManualClock, open_log
 from eventlog.events import AgentRunStarted, AgentRunStatusChanged, HarnessEventRecorded
 from projections import Views
 
-from .long_run import percentiles
+from .long_run import percentiles, timed_gets
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RUN = "agent-long-run"
@@ -56,13 +56,6 @@ def _timed(fn: Callable[[], object]) -> float:
 
 
 def measure_agent_long(events: int, samples: int) -> dict[str, Any]:
-    import asyncio
-
-    import httpx
-
-    from actors import System, make_token, token_digest
-    from tools.http import create_app
-
     rng = random.Random(11)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "agent-long-run.db")
@@ -82,29 +75,13 @@ def measure_agent_long(events: int, samples: int) -> dict[str, Any]:
         folds = [rng.choice(seqs) for _ in range(max(3, samples // 50))]
         out["plain_fold_ms"] = percentiles([_timed(partial(plain.timeline, RUN, k)) for k in folds])
         log.close()
-        token = make_token()
-        with System.open(path, clock=ManualClock(T0 + timedelta(days=1)), scheduler=False) as system:
-            app = create_app(system, operator_token_sha256=token_digest(token))
-            client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://flightlog.bench",
-                                       headers={"Authorization": f"Bearer {token}"})  # fmt: skip
-            loop = asyncio.new_event_loop()
-
-            def get(url: str) -> float:
-                t = time.perf_counter()
-                response = loop.run_until_complete(client.get(url))
-                elapsed = time.perf_counter() - t
-                if response.status_code != 200:
-                    raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:200]}")
-                return elapsed
-
+        with timed_gets(path, ManualClock(T0 + timedelta(days=1))) as get:
             page = f"/api/v1/console/runs/{RUN}/travel"
             get(page)
             out["page_live_ms"] = percentiles([get(page) for _ in range(max(5, samples // 4))])
             out["page_travelled_ms"] = percentiles(
                 [get(f"{page}?at={rng.choice(seqs)}") for _ in range(max(5, samples // 4))]
             )
-            loop.run_until_complete(client.aclose())
-            loop.close()
     return out
 
 

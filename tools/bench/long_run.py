@@ -164,7 +164,10 @@ def langgraph_get_state(steps: int, samples: int, rng: random.Random, folder: st
     }
 
 
-def measure_long(events: int, approvals: int, samples: int) -> dict[str, Any]:
+@contextlib.contextmanager
+def timed_gets(path: str, clock: ManualClock) -> Iterator[Callable[[str], float]]:
+    """The operator API over the log at `path`, in this process (no network): a function that
+    GETs a URL as the bootstrap operator and returns the seconds its answer took (non-200 raises)."""
     import asyncio
 
     import httpx
@@ -172,6 +175,29 @@ def measure_long(events: int, approvals: int, samples: int) -> dict[str, Any]:
     from actors import System, make_token, token_digest
     from tools.http import create_app
 
+    token = make_token()
+    with System.open(path, clock=clock, scheduler=False) as system:
+        app = create_app(system, operator_token_sha256=token_digest(token))
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://flightlog.bench",
+                                   headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+        loop = asyncio.new_event_loop()
+
+        def get(url: str) -> float:
+            t = time.perf_counter()
+            response = loop.run_until_complete(client.get(url))
+            elapsed = time.perf_counter() - t
+            if response.status_code != 200:
+                raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:200]}")
+            return elapsed
+
+        try:
+            yield get
+        finally:
+            loop.run_until_complete(client.aclose())
+            loop.close()
+
+
+def measure_long(events: int, approvals: int, samples: int) -> dict[str, Any]:
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "long-run.db")
@@ -205,21 +231,7 @@ def measure_long(events: int, approvals: int, samples: int) -> dict[str, Any]:
         log.close()
         out["langgraph"] = langgraph_get_state(events, samples, rng, folder)
 
-        token = make_token()
-        with System.open(path, clock=clock, scheduler=False) as system:
-            app = create_app(system, operator_token_sha256=token_digest(token))
-            client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://flightlog.bench",
-                                       headers={"Authorization": f"Bearer {token}"})  # fmt: skip
-            loop = asyncio.new_event_loop()
-
-            def get(url: str) -> float:
-                t = time.perf_counter()
-                response = loop.run_until_complete(client.get(url))
-                elapsed = time.perf_counter() - t
-                if response.status_code != 200:
-                    raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:200]}")
-                return elapsed
-
+        with timed_gets(path, clock) as get:
             page = f"/api/v1/console/runs/{RUN}/travel"
             get(page)
             get("/api/v1/console/overview")
@@ -235,8 +247,6 @@ def measure_long(events: int, approvals: int, samples: int) -> dict[str, Any]:
             detail = f"/api/v1/runs/{RUN}"
             out["detail_first_s"] = round(get(detail), 3)  # folds the run once
             out["detail_ms"] = percentiles([get(detail) for _ in range(max(5, samples // 20))])
-            loop.run_until_complete(client.aclose())
-            loop.close()
     return out
 
 
