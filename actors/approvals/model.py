@@ -10,6 +10,8 @@ from typing import Any, Final
 
 import orjson
 
+from projections import ApprovalRow
+
 APPROVE: Final = "approve"
 REJECT: Final = "reject"
 EXPIRED: Final = "expired"
@@ -131,3 +133,20 @@ def _has_non_finite(value: Any) -> bool:
     if isinstance(value, list | tuple):
         return any(_has_non_finite(v) for v in value)
     return False
+
+
+def to_approval(row: ApprovalRow) -> Approval:
+    """The approval a pending-approvals row shows."""
+    return Approval(
+        row.id,
+        row.run_id,
+        row.tool_call_id,
+        row.kind,
+        row.title,
+        row.detail,
+        row.risk,
+        row.payload_sha256,
+        row.requires_fleet_quorum,
+        row.requested_at,
+        row.expires_at,
+    )

@@ -58,6 +58,7 @@ from .model import (
     ApprovalResolution,
     approval_actor_state,
     payload_digest,
+    to_approval,
 )
 
 KEYS = approval_actor_state()
@@ -446,19 +447,3 @@ def _no_hook(approval: Approval) -> None:
 
 def _quote(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)  # Go's %q, as in the seed's messages
-
-
-def to_approval(row: ApprovalRow) -> Approval:
-    return Approval(
-        row.id,
-        row.run_id,
-        row.tool_call_id,
-        row.kind,
-        row.title,
-        row.detail,
-        row.risk,
-        row.payload_sha256,
-        row.requires_fleet_quorum,
-        row.requested_at,
-        row.expires_at,
-    )
