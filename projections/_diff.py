@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -93,3 +93,53 @@ def text_diff(
     if len(lines) > limit:
         lines = [*lines[:limit], f"… {len(lines) - limit} more diff lines"]
     return "\n".join(lines)
+
+
+Rows = Callable[[int], list[dict[str, Any]]]  # a view's items at a seq, as plain dicts
+
+
+class Diffable(Protocol):
+    """The views a diff reads (`Views`), each as of a seq."""
+
+    def timeline(self, run_id: str, at: int) -> Iterable[Any]: ...
+    def runs(self, at: int) -> Iterable[Any]: ...
+    def state(self, name: str, at: int) -> Any: ...
+    def pending_approvals(self, at: int) -> Iterable[Any]: ...
+    def approval_history(self, at: int) -> Iterable[Any]: ...
+    def agent_runs(self, at: int) -> Iterable[Any]: ...
+    def sessions(self, at: int) -> Iterable[Any]: ...
+    def projects(self, at: int) -> Iterable[Any]: ...
+
+
+def diffable(views: Diffable, view: str, args: Sequence[str]) -> tuple[Rows, str]:
+    """How to read `view`'s items (narrowed to `args` where given) at a seq, and their key field."""
+
+    def rows(fetch: Callable[[int], Iterable[Any]]) -> Rows:
+        return lambda seq: [r.to_dict() for r in fetch(seq)]
+
+    if view == "timeline":
+        if len(args) != 1:
+            raise ValueError("diff('timeline', run_id, a=…, b=…) takes one run id")
+        return rows(lambda seq: views.timeline(args[0], seq)), "seq"
+    table: dict[str, tuple[Callable[[int], Iterable[Any]], str]] = {
+        "runs": (views.runs, "run_id"),
+        "run_registry": (views.runs, "run_id"),
+        "finish_status": (lambda seq: _values(views.state("finish_status", seq)), "run_id"),
+        "pending_approvals": (views.pending_approvals, "id"),
+        "approval_history": (views.approval_history, "id"),
+        "agent_runs": (views.agent_runs, "run_id"),
+        "sessions": (views.sessions, "session_id"),
+        "projects": (views.projects, "id"),
+    }
+    if view not in table:
+        raise ValueError(f"no diff for view {view!r}; one of: timeline, {', '.join(table)}")
+    fetch, key = table[view]
+    if args:
+        wanted = set(args)
+        full = fetch
+        fetch = lambda seq: [r for r in full(seq) if getattr(r, key, None) in wanted]  # noqa: E731
+    return rows(fetch), key
+
+
+def _values(state: dict[str, Any]) -> list[Any]:
+    return [state[k] for k in sorted(state)]

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
 from eventlog import Clock, EventLog, Record, SnapshotStore, SystemClock, Unreadable, from_micros, readable
 
 from ._bulk import bulk
-from ._diff import Diff, diff_items
+from ._diff import Diff, diff_items, diffable
 from ._runner import (
     CHECKPOINT_BUDGET,
     CHECKPOINT_EVERY,
@@ -413,39 +413,8 @@ class Views:
         "finish_status", "pending_approvals", "approval_history", "agent_runs",
         "sessions", "projects".
         """
-        items, key = self._diffable(view, args)
+        items, key = diffable(self, view, args)
         sa, sb = self.resolve_at(a), self.resolve_at(b)
         if sa is None or sb is None:
             raise ValueError("diff needs two moments: a and b")
         return diff_items(view, sa, sb, items(sa), items(sb), key)
-
-    def _diffable(self, view: str, args: Sequence[str]) -> tuple[Callable[[int], list[dict[str, Any]]], str]:
-        def rows(fetch: Callable[[int], Iterable[Any]]) -> Callable[[int], list[dict[str, Any]]]:
-            return lambda seq: [r.to_dict() for r in fetch(seq)]
-
-        if view == "timeline":
-            if len(args) != 1:
-                raise ValueError("diff('timeline', run_id, a=…, b=…) takes one run id")
-            return rows(lambda seq: self.timeline(args[0], seq)), "seq"
-        table: dict[str, tuple[Callable[[int], Iterable[Any]], str]] = {
-            "runs": (self.runs, "run_id"),
-            "run_registry": (self.runs, "run_id"),
-            "finish_status": (lambda seq: _values(self.state("finish_status", seq)), "run_id"),
-            "pending_approvals": (self.pending_approvals, "id"),
-            "approval_history": (self.approval_history, "id"),
-            "agent_runs": (self.agent_runs, "run_id"),
-            "sessions": (self.sessions, "session_id"),
-            "projects": (self.projects, "id"),
-        }
-        if view not in table:
-            raise ValueError(f"no diff for view {view!r}; one of: timeline, {', '.join(table)}")
-        fetch, key = table[view]
-        if args:
-            wanted = set(args)
-            full = fetch
-            fetch = lambda seq: [r for r in full(seq) if getattr(r, key, None) in wanted]  # noqa: E731
-        return rows(fetch), key
-
-
-def _values(state: dict[str, Any]) -> list[Any]:
-    return [state[k] for k in sorted(state)]
