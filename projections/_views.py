@@ -11,13 +11,13 @@ from eventlog import Clock, EventLog, Record, SnapshotStore, SystemClock, Unread
 
 from ._bulk import bulk
 from ._diff import Diff, diff_items, diffable
+from ._fold import fold_records
 from ._runner import (
     CHECKPOINT_BUDGET,
     CHECKPOINT_EVERY,
     SNAPSHOT_BYTES_PER_EVENT,
     SNAPSHOT_EVERY,
     ViewRunner,
-    fold_records,
 )
 from ._snapshots import AUTO
 from ._view import View, state_digest

@@ -10,7 +10,7 @@ import pytest
 from actors import ChatRequest, System
 from eventlog import Record, open_log
 from projections import AgentActivityView, ProjectsView, SessionsView, Views, canonical
-from projections._runner import fold_records
+from projections._fold import fold_records
 from projections.sessions import last_active
 
 T = 10.0

@@ -9,7 +9,7 @@ import pytest
 
 from eventlog import EventLog, ManualClock, NewEvent, open_log
 from projections import GLOBAL_VIEWS, Checkpoints, Views, default_views
-from projections._runner import fold_range
+from projections._fold import fold_range
 from projections._view import canonical
 from projections.timeline import render
 
