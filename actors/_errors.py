@@ -13,25 +13,7 @@ ActorsError
 │   ├── ApprovalValidationError         a bad request or decision; nothing recorded (also ValueError)
 │   ├── DuplicateVoteError              the same actor or credential approved a quorum approval twice
 │   └── QuorumPendingError              the vote counted; more distinct approvers are needed
-├── BrokerError                     the broker refused an operation on a run
-│   ├── AskError                        an ask cannot be sent, answered, awaited or cancelled (.status)
-│   │   ├── AskConflictError                its message id is in use, or it would be a mutual ask (409)
-│   │   ├── AskInvalidError                 an ask without a message id (400; also ValueError)
-│   │   ├── AskNotFoundError                no pending ask with that id from that run (404; also LookupError)
-│   │   └── NotAskPartyError                the caller is not the ask's target, or not its sender (403)
-│   ├── ControlQueueFullError           the run's queue holds as many messages from runs as it may (HTTP 429)
-│   │   ├── ControlQueueShareError          the sending run holds its share of that queue (HTTP 429)
-│   │   └── ControlQueueBytesError          its messages from runs hold as many bytes as it may (HTTP 429)
-│   ├── OperatorOnlyError               a run tried what only an operator may do (HTTP 403)
-│   ├── PermissionConflictError         a request id re-filed with other content (HTTP 409)
-│   ├── PermissionNotFoundError         an answer to a request never filed (also LookupError; HTTP 404)
-│   ├── QuotaExceededError              a run went over one of its quotas; nothing was recorded
-│   │   ├── TooLargeError                   a field longer than its bound (HTTP 413)
-│   │   └── TooManyError                    too many open, or too fast (HTTP 429; .retry_after)
-│   ├── RunAlreadyRegisteredError       create_run or /register on an existing run (HTTP 409)
-│   │   └── RunRevokedError                 the run's token was revoked: only a re-key revives it
-│   ├── RunNotEnrolledError             /register of a run no operator created (also PermissionError; 403)
-│   └── RunNotFoundError                no such run (also LookupError; HTTP 404)
+├── BrokerError                     (in `actors._broker_errors`)
 ├── ContentionError                 a stream kept changing under an actor's decisions
 ├── ControllerError                 the operator controller refused or failed an operation
 │   ├── ControllerBusyError             a turn is running or stopping (admission refused)
@@ -50,10 +32,7 @@ ActorsError
 │   ├── ForkRedrivenError               the fork was re-driven already, or another re-drive won
 │   └── NotAForkError                   the id names a run or stream that is not a fork
 ├── InvalidToolOverrideScopeError   a scope outside the tool-override vocabulary (also ValueError)
-├── OperatorError                   an operator credential cannot be enrolled, changed or revoked
-│   ├── OperatorExistsError             the name holds an active credential (HTTP 409)
-│   ├── OperatorNotFoundError           no active credential by that name (also LookupError; HTTP 404)
-│   └── OperatorValidationError         a bad name, role or token (also ValueError; HTTP 400)
+├── OperatorError                   (in `actors._broker_errors`)
 ├── ProjectError                    a project or its workspace cannot be used
 │   ├── InvalidBaseDirError             base_dir is empty, relative or escapes the workspace (also ValueError)
 │   ├── ProjectNotFoundError            missing, foreign or bound to another agent (also LookupError)
@@ -83,7 +62,7 @@ class InvalidToolOverrideScopeError(ActorsError, ValueError):
     """Raised when a tool override names a scope outside the four known ones."""
 
     def __init__(self, scope: str) -> None:
-        super().__init__(f"tool override: invalid scope {_quote(scope)}")
+        super().__init__(f"tool override: invalid scope {quoted(scope)}")
         self.scope = scope
 
 
@@ -178,13 +157,13 @@ class SessionWrongKindError(SessionError):
     """Raised when a session's kind differs from the kind the request requires."""
 
     def __init__(self, got: str, want: str, session_id: str = "") -> None:
-        super().__init__(f"session kind mismatch: got {_quote(got)}, want {_quote(want)}")
+        super().__init__(f"session kind mismatch: got {quoted(got)}, want {quoted(want)}")
         self.got = got
         self.want = want
         self.session_id = session_id
 
 
-def _quote(text: str) -> str:
+def quoted(text: str) -> str:
     # Go's %q: double quotes with control characters escaped, so a hostile value can
     # neither break the message nor forge a second line in a log.
     return json.dumps(text, ensure_ascii=False)
@@ -202,7 +181,7 @@ class ApprovalNotPendingError(ApprovalError, LookupError):
     """Raised when an approval is unknown or already has its outcome."""
 
     def __init__(self, id: str) -> None:
-        super().__init__(f"approval {_quote(id)} is not pending")
+        super().__init__(f"approval {quoted(id)} is not pending")
         self.id = id
 
 
@@ -212,7 +191,7 @@ class ApprovalRecordingError(ApprovalError):
     sentinel = "approval request is still being recorded"
 
     def __init__(self, id: str) -> None:
-        super().__init__(f"{self.sentinel}: {_quote(id)}")
+        super().__init__(f"{self.sentinel}: {quoted(id)}")
         self.id = id
 
 
@@ -222,7 +201,7 @@ class ApprovalResolvingError(ApprovalError):
     sentinel = "approval resolution is already in progress"
 
     def __init__(self, id: str) -> None:
-        super().__init__(f"{self.sentinel}: {_quote(id)}")
+        super().__init__(f"{self.sentinel}: {quoted(id)}")
         self.id = id
 
 
@@ -234,8 +213,8 @@ class ApprovalExpiredError(ApprovalError):
     def __init__(self, resolution: Any, actor: str, decision: str) -> None:
         expires = _rfc3339nano(resolution.approval.expires_at)
         super().__init__(
-            f"{self.sentinel}: approval {_quote(resolution.approval.id)} expired at {expires} "
-            f"before {_quote(actor)} could submit {_quote(decision)}"
+            f"{self.sentinel}: approval {quoted(resolution.approval.id)} expired at {expires} "
+            f"before {quoted(actor)} could submit {quoted(decision)}"
         )
         self.resolution = resolution
 
@@ -265,7 +244,7 @@ class ApprovalCancelledError(ApprovalError):
     """Raised when a waiting request is cancelled; the approval expires with actor `runtime`."""
 
     def __init__(self, id: str) -> None:
-        super().__init__(f"approval request {_quote(id)} cancelled")
+        super().__init__(f"approval request {quoted(id)} cancelled")
         self.id = id
 
 
@@ -281,7 +260,7 @@ class DuplicateVoteError(ApprovalError):
     """Raised when an actor approves a quorum approval it already approved."""
 
     def __init__(self, id: str, actor: str, why: str = "") -> None:
-        super().__init__(f"approval {_quote(id)}: {why or _quote(actor) + ' has already approved'}")
+        super().__init__(f"approval {quoted(id)}: {why or quoted(actor) + ' has already approved'}")
         self.id = id
         self.actor = actor
 
@@ -290,7 +269,7 @@ class QuorumPendingError(ApprovalError):
     """Raised when an approve vote was recorded but the quorum is not reached yet."""
 
     def __init__(self, id: str, votes: int, needed: int) -> None:
-        super().__init__(f"approval {_quote(id)}: {votes} of {needed} approvals recorded")
+        super().__init__(f"approval {quoted(id)}: {votes} of {needed} approvals recorded")
         self.id = id
         self.votes = votes
         self.needed = needed
@@ -330,191 +309,6 @@ class ContentionError(ActorsError):
     def __init__(self, stream: str, attempts: int) -> None:
         super().__init__(f"{stream}: still conflicting after {attempts} attempts")
         self.stream = stream
-
-
-class BrokerError(ActorsError):
-    """Raised when the broker refuses an operation on a run."""
-
-
-class AskError(BrokerError):
-    """Raised when an ask cannot be sent, answered, awaited or cancelled; `status` is its HTTP answer."""
-
-    status = 400
-
-
-class AskConflictError(AskError):
-    """Raised when an ask's message id is in use by its sender, or the target is asking the sender."""
-
-    status = 409
-
-
-class AskInvalidError(AskError, ValueError):
-    """Raised when an ask has no message id."""
-
-
-class AskNotFoundError(AskError, LookupError):
-    """Raised when the run has no pending ask with that message id."""
-
-    status = 404
-
-    def __init__(self, message_id: str) -> None:
-        super().__init__("no pending ask for this message id")
-        self.message_id = message_id
-
-
-class NotAskPartyError(AskError):
-    """Raised when a reply does not come from the ask's target, or a wait is not its sender's."""
-
-    status = 403
-
-
-class RunNotFoundError(BrokerError, LookupError):
-    """Raised when a run is not registered; the message is the seed's `run not found: <id>`."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"run not found: {run_id}")
-        self.run_id = run_id
-
-
-class RunAlreadyRegisteredError(BrokerError):
-    """Raised when a run id is registered again without its token."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__("run already registered")
-        self.run_id = run_id
-
-
-class RunRevokedError(RunAlreadyRegisteredError):
-    """Raised when a run whose token was revoked registers again; an operator's re-key revives it."""
-
-    def __init__(self, run_id: str) -> None:
-        BrokerError.__init__(self, "run already registered: its token was revoked (an operator re-keys it)")
-        self.run_id = run_id
-
-
-class RunNotEnrolledError(BrokerError, PermissionError):
-    """Raised when a registration names a run that nobody created, where only created runs register.
-
-    On a server taking enrolled runs only, an operator or an enrolment credential creates a
-    run (and gets its token) before its agent registers with that token.
-    """
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"run {run_id!r} was not created by an operator or an enrolment credential")
-        self.run_id = run_id
-
-
-class ControlQueueFullError(BrokerError):
-    """Raised when a run's queue holds as many undelivered messages from runs as it may; nothing was queued.
-
-    Operator control is never refused for it: it has a lane of its own.
-    """
-
-    def __init__(self, run_id: str, limit: int) -> None:
-        super().__init__(f"control queue of run {run_id} is full ({limit} undelivered messages)")
-        self.run_id = run_id
-        self.limit = limit
-
-
-class ControlQueueShareError(ControlQueueFullError):
-    """Raised when the sending run already holds its share of another run's queue; nothing was queued."""
-
-    def __init__(self, run_id: str, sender: str, share: int) -> None:
-        BrokerError.__init__(
-            self,
-            f"run {sender} holds its share of the control queue of run {run_id} ({share} undelivered "
-            f"messages): wait until {run_id} takes them",
-        )
-        self.run_id = run_id
-        self.limit = share
-        self.sender = sender
-
-
-class ControlQueueBytesError(ControlQueueFullError):
-    """Raised when a run's queue holds as many payload bytes of messages from runs as it may; nothing
-    was queued. It bounds what one run's undelivered messages hold in a server's memory."""
-
-    def __init__(self, run_id: str, max_bytes: int) -> None:
-        BrokerError.__init__(
-            self,
-            f"control queue of run {run_id} is full ({max_bytes} bytes of undelivered message payloads): "
-            f"wait until {run_id} takes them",
-        )
-        self.run_id = run_id
-        self.limit = max_bytes
-
-
-class QuotaExceededError(BrokerError):
-    """Raised when a run goes over one of its quotas (see `actors.Quotas`); nothing was recorded."""
-
-
-class TooLargeError(QuotaExceededError):
-    """Raised when a field a principal sent is longer than its bound (HTTP 413)."""
-
-
-class TooManyError(QuotaExceededError):
-    """Raised when a run has too many of something open, or writes too fast (HTTP 429).
-
-    `retry_after` is the seconds after which trying again may succeed (None: not by waiting
-    alone, something must close first).
-    """
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class OperatorOnlyError(BrokerError, PermissionError):
-    """Raised when a run tries what only an operator may do; nothing was queued or decided.
-
-    A run may not send another run (or itself) a control type the operator side sends,
-    nor decide an approval that needs an operator.
-    """
-
-
-class OperatorError(ActorsError):
-    """Raised when an operator credential cannot be enrolled, changed or revoked as asked."""
-
-
-class OperatorExistsError(OperatorError):
-    """Raised when enrolling a name that holds an active credential."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"operator {_quote(name)} already has an active credential (revoke it first)")
-        self.name = name
-
-
-class OperatorNotFoundError(OperatorError, LookupError):
-    """Raised when no active credential goes by that name."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"no active operator named {_quote(name)}")
-        self.name = name
-
-
-class OperatorValidationError(OperatorError, ValueError):
-    """Raised when an operator's name, role or token is unusable; nothing is recorded."""
-
-
-class PermissionConflictError(BrokerError):
-    """Raised when a run files a request id it used before, with other content; nothing changes."""
-
-    def __init__(self, run_id: str, request_id: str) -> None:
-        super().__init__(
-            f"permission request {_quote(request_id)} of run {_quote(run_id)} was filed before with other "
-            "content: a request id names one request forever"
-        )
-        self.run_id = run_id
-        self.request_id = request_id
-
-
-class PermissionNotFoundError(BrokerError, LookupError):
-    """Raised when a run answers a permission request it never filed."""
-
-    def __init__(self, run_id: str, request_id: str) -> None:
-        super().__init__(f"run {_quote(run_id)} filed no permission request {_quote(request_id)}")
-        self.run_id = run_id
-        self.request_id = request_id
 
 
 class ControllerError(ActorsError):

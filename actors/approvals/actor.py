@@ -16,7 +16,7 @@ from typing import Any
 from eventlog import Clock, Event, EventLog, Record
 
 from .._aggregate import AggregateActor, Decision
-from .._errors import ApprovalError, ApprovalResolvingError, _quote
+from .._errors import ApprovalError, ApprovalResolvingError, quoted
 from .decider import (
     DECIDED,
     DISCARDED,
@@ -159,7 +159,7 @@ class ApprovalActor(AggregateActor[ApprovalState]):
         # Only System.close() stops an actor with waiters (passivation spares it): the requests
         # hear so rather than block forever. The approval stays open in the log for a restart.
         waiters, self.waiters = self.waiters, []
-        closed = f"approval {_quote(self.id)}: the system closed while waiting"
+        closed = f"approval {quoted(self.id)}: the system closed while waiting"
         for future in waiters:
             future.set_exception(ApprovalError(closed))
 

@@ -34,6 +34,7 @@ from .._errors import (
     ApprovalResolvingError,
     ApprovalValidationError,
     QuorumPendingError,
+    quoted,
 )
 from .actor import Act, Flags, HookDone, Invalidate, Outcome, SetRecording
 from .decider import (
@@ -337,11 +338,11 @@ class ApprovalQueue:
             try:
                 self._conclude(row.id, ExpireApproval(actor), {"actor": actor})
             except ApprovalHookError as e:
-                problems.append(f"expiring approval {_quote(row.id)}: {e.__cause__}")
+                problems.append(f"expiring approval {quoted(row.id)}: {e.__cause__}")
             except ApprovalResolvingError:
-                problems.append(f"expiring approval {_quote(row.id)}: resolution already in progress")
+                problems.append(f"expiring approval {quoted(row.id)}: resolution already in progress")
             except ApprovalNotPendingError:
-                problems.append(f"expiring approval {_quote(row.id)}: approval is no longer pending")
+                problems.append(f"expiring approval {quoted(row.id)}: approval is no longer pending")
         if problems:
             raise ApprovalExpireRunError(problems)
 

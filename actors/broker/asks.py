@@ -15,7 +15,13 @@ from eventlog import Event
 from eventlog.events import AskAnswered, AskCancelled, AskReplyTaken, AskSent, AskTimedOut, AskWithdrawn
 
 from .._aggregate import Decision
-from .._errors import AskConflictError, AskInvalidError, AskNotFoundError, NotAskPartyError, TooManyError
+from .._broker_errors import (
+    AskConflictError,
+    AskInvalidError,
+    AskNotFoundError,
+    NotAskPartyError,
+    TooManyError,
+)
 
 # Closures a run's state remembers for waiters (message id, sent at, how it ended).
 REMEMBERED_CLOSURES = 64

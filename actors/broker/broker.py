@@ -18,12 +18,8 @@ from eventlog.events import BrokerReset
 from projections import Views
 
 from .._aggregate import GetState, Refresh
+from .._broker_errors import BrokerError, OperatorOnlyError, RunNotFoundError
 from .._directory import Directory
-from .._errors import (
-    BrokerError,
-    OperatorOnlyError,
-    RunNotFoundError,
-)
 from ..approvals import ApprovalQueue, needs_operator
 from .asks import AskOutcome
 from .conversation import DEFAULT_ASK_TIMEOUT, Conversations

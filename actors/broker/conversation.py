@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from eventlog import Clock, Record
 from projections import LIST_PAGE, MAX_LIST_PAGE, Views
 
-from .._errors import AskConflictError, AskNotFoundError, NotAskPartyError, RunNotFoundError
+from .._broker_errors import AskConflictError, AskNotFoundError, NotAskPartyError, RunNotFoundError
 from .asks import (
     CANCELLED,
     REPLIED,

@@ -21,7 +21,8 @@ from typing import Any
 from eventlog import EventLog
 from projections import ApprovalRow, Views
 
-from .._errors import ApprovalNotPendingError, PermissionNotFoundError, RunNotFoundError
+from .._broker_errors import PermissionNotFoundError, RunNotFoundError
+from .._errors import ApprovalNotPendingError
 from ..approvals import ApprovalQueue, approval_actor_state
 from .broker import Broker
 from .permissions import BEHAVIOR, permission_approval_id

@@ -11,7 +11,7 @@ import hmac
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import BrokerError, RunNotFoundError
+from .._broker_errors import BrokerError, RunNotFoundError
 from .known import KnownRuns
 from .model import ORIGIN_SELF, ControlMessage, Finish, Reply, Report, token_digest
 from .parking import Parked, Parking

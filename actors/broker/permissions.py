@@ -18,16 +18,18 @@ from datetime import datetime
 
 from projections import RECENT_PERMISSIONS, ApprovalRow, Views
 
+from .._broker_errors import (
+    OperatorOnlyError,
+    PermissionConflictError,
+    PermissionNotFoundError,
+    RunNotFoundError,
+    TooManyError,
+)
 from .._errors import (
     ApprovalExpiredError,
     ApprovalNotPendingError,
     ApprovalValidationError,
-    OperatorOnlyError,
-    PermissionConflictError,
-    PermissionNotFoundError,
     QuorumPendingError,
-    RunNotFoundError,
-    TooManyError,
 )
 from ..approvals import ApprovalQueue, ApprovalRequest, needs_operator, payload_digest
 from .quotas import Quotas

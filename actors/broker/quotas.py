@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .._errors import TooLargeError, TooManyError
+from .._broker_errors import TooLargeError, TooManyError
 
 KIB = 1024
 

@@ -30,7 +30,7 @@ from eventlog.events import (
 from projections import RECENT_PERMISSIONS
 
 from .._aggregate import Decision
-from .._errors import (
+from .._broker_errors import (
     ControlQueueBytesError,
     ControlQueueFullError,
     ControlQueueShareError,

@@ -10,7 +10,7 @@ from eventlog import Event
 from eventlog.events import OperatorEnrolled, OperatorRevoked, OperatorRoleChanged
 
 from .._aggregate import Decision
-from .._errors import OperatorExistsError, OperatorNotFoundError, OperatorValidationError
+from .._broker_errors import OperatorExistsError, OperatorNotFoundError, OperatorValidationError
 from .model import ROLES, Credential, valid_name
 
 
